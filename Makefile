@@ -1,0 +1,27 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+# Each creates .venv and installs what it needs (CPU torch pinned first).
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed-stamp
+
+.PHONY: demo test bench clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q torch==2.13.0
+	$(PY) -m pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/raytestbed compare workloads/trials/demo.yaml --policies fifo --out results/demo --force
+
+test: $(STAMP)
+	$(PY) -m pytest
+
+bench: $(STAMP)
+	$(PY) scripts/bench_sim.py
+
+clean:
+	rm -rf results .pytest_cache

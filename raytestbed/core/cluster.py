@@ -1,0 +1,173 @@
+"""Cluster and topology: servers with GPUs, NICs and optional racks.
+
+GPU ids are global integers: server ``m`` owns the contiguous range
+``cluster.gpus_of(m)``. Links are identified by tuples:
+
+* ``("egress", m)`` / ``("ingress", m)``: server m's NIC, outgoing / incoming side
+  (bytes/s); a NIC is full duplex, so both directions have their own capacity.
+* ``("rack_up", r)`` / ``("rack_down", r)``: rack r's ToR-to-core uplink and the
+  core-to-ToR downlink, present only when racks are configured (GADGET's two-tier
+  fat-tree, gadget.md GD-7).
+
+Traffic between two GPUs of one server does not touch any link: it is limited
+per flow by the intra-server bandwidth ``intra_bps`` (point-to-point NVLink/PCIe,
+A-SRPT's B_intra), so intra-server flows do not contend with each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Hashable
+
+import numpy as np
+
+LinkId = tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Server:
+    """One GPU server.
+
+    Attributes:
+        server_id: index 0..M-1.
+        gpus: number of GPUs g_m.
+        nic_egress_bps: outgoing NIC capacity, bytes/s.
+        nic_ingress_bps: incoming NIC capacity, bytes/s.
+        rack: rack index, or None for a flat (non-blocking switch) cluster.
+        memory_gb: host memory, for multi-resource policies (GADGET); informational.
+    """
+
+    server_id: int
+    gpus: int
+    nic_egress_bps: float
+    nic_ingress_bps: float
+    rack: int | None = None
+    memory_gb: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Rack:
+    """A rack's uplink/downlink to the core tier, bytes/s."""
+
+    rack_id: int
+    uplink_bps: float
+    downlink_bps: float
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """An immutable cluster description shared by policies and backends.
+
+    Attributes:
+        servers: the servers, indexed by ``server_id``.
+        intra_bps: GPU-to-GPU bandwidth inside a server (B_intra), bytes/s.
+        racks: rack uplinks, empty for a flat cluster.
+        name: label used in reports.
+    """
+
+    servers: tuple[Server, ...]
+    intra_bps: float
+    racks: tuple[Rack, ...] = ()
+    name: str = "cluster"
+    _gpu_offset: tuple[int, ...] = field(init=False, repr=False, compare=False)
+    _gpu_server: np.ndarray = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if not self.servers:
+            raise ValueError("a cluster needs at least one server")
+        for i, s in enumerate(self.servers):
+            if s.server_id != i:
+                raise ValueError(f"server ids must be 0..M-1 in order; got {s.server_id} at {i}")
+            if s.gpus < 0:
+                raise ValueError(f"server {i}: gpus must be >= 0")
+            if not (s.nic_egress_bps > 0 and s.nic_ingress_bps > 0):
+                raise ValueError(f"server {i}: NIC bandwidth must be > 0")
+        if not self.intra_bps > 0:
+            raise ValueError("intra-server bandwidth must be > 0")
+        rack_ids = {r.rack_id for r in self.racks}
+        for s in self.servers:
+            if s.rack is not None and s.rack not in rack_ids:
+                raise ValueError(f"server {s.server_id}: unknown rack {s.rack}")
+        offsets = np.concatenate([[0], np.cumsum([s.gpus for s in self.servers])]).astype(int)
+        object.__setattr__(self, "_gpu_offset", tuple(int(x) for x in offsets))
+        object.__setattr__(
+            self, "_gpu_server", np.repeat(np.arange(len(self.servers)), [s.gpus for s in self.servers])
+        )
+        self._gpu_server.setflags(write=False)
+
+    # -- sizes -------------------------------------------------------------
+    @property
+    def num_servers(self) -> int:
+        return len(self.servers)
+
+    @property
+    def total_gpus(self) -> int:
+        return self._gpu_offset[-1]
+
+    @property
+    def gpus_per_server(self) -> int:
+        """g, the GPUs of every server; raises if servers differ (A-SRPT assumes identical servers)."""
+        counts = {s.gpus for s in self.servers}
+        if len(counts) != 1:
+            raise ValueError("servers have different GPU counts; g is undefined")
+        return counts.pop()
+
+    @property
+    def nic_bps(self) -> float:
+        """B_inter: the NIC bandwidth (min over servers and directions), bytes/s."""
+        return min(min(s.nic_egress_bps, s.nic_ingress_bps) for s in self.servers)
+
+    # -- GPUs ----------------------------------------------------------------
+    def gpus_of(self, server: int) -> range:
+        """Global GPU ids of ``server``."""
+        return range(self._gpu_offset[server], self._gpu_offset[server + 1])
+
+    def server_of(self, gpu: int) -> int:
+        """The server that holds global GPU ``gpu``."""
+        return int(self._gpu_server[gpu])
+
+    @property
+    def gpu_server(self) -> np.ndarray:
+        """Read-only array: global GPU id -> server id."""
+        return self._gpu_server
+
+    # -- links -------------------------------------------------------------
+    def link_capacities(self) -> dict[Hashable, float]:
+        """Every link of the topology and its capacity in bytes/s."""
+        caps: dict[Hashable, float] = {}
+        for s in self.servers:
+            caps[("egress", s.server_id)] = s.nic_egress_bps
+            caps[("ingress", s.server_id)] = s.nic_ingress_bps
+        for r in self.racks:
+            caps[("rack_up", r.rack_id)] = r.uplink_bps
+            caps[("rack_down", r.rack_id)] = r.downlink_bps
+        return caps
+
+    def path(self, src: int, dst: int) -> tuple[LinkId, ...]:
+        """Links crossed by traffic from server ``src`` to server ``dst``.
+
+        Empty for ``src == dst`` (intra-server traffic, capped by ``intra_bps``).
+        """
+        if src == dst:
+            return ()
+        a, b = self.servers[src], self.servers[dst]
+        if a.rack is None or b.rack is None or a.rack == b.rack:
+            return (("egress", src), ("ingress", dst))
+        return (("egress", src), ("rack_up", a.rack), ("rack_down", b.rack), ("ingress", dst))
+
+    # -- construction helpers ------------------------------------------------
+    @classmethod
+    def homogeneous(
+        cls,
+        servers: int,
+        gpus_per_server: int,
+        nic_bps: float,
+        intra_bps: float,
+        name: str = "cluster",
+    ) -> "Cluster":
+        """M identical servers with g GPUs and a symmetric NIC (the A-SRPT cluster)."""
+        return cls(
+            servers=tuple(Server(i, gpus_per_server, nic_bps, nic_bps) for i in range(servers)),
+            intra_bps=intra_bps,
+            name=name,
+        )

@@ -1,0 +1,87 @@
+"""Per-iteration traffic of a placed job, as coflows (spec README §3, "(impl.)").
+
+One iteration of a job is a compute phase followed by one or more coflows:
+
+* pipeline job (A-SRPT): one coflow with, for every stage boundary s -> s+1 and
+  every replica pair (a, b), A_s / (k_s k_{s+1}) bytes a -> b (activations) and
+  the same back b -> a (gradients), plus the all-reduce ring of every stage with
+  k >= 2 replicas: each ring hop r -> r+1 carries 2(k-1)h/k bytes (A-SRPT §III-B;
+  ring and tree all-reduce move the same volume per replica, so both are sent
+  as a ring here);
+* ring-all-reduce job (SJF-BCO, GADGET): one coflow, each hop 2(w-1)m/w bytes;
+* parameter-server job (Parrot): a push coflow (every worker -> every PS, h/#PS
+  bytes) then a pull coflow (every PS -> every worker).
+
+Flows of one coflow between the same pair of servers are merged into one flow
+(one connection per server pair); flows inside one server are kept with
+``src == dst`` and are limited by the intra-server bandwidth only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.job import CommPattern, Job
+from raytestbed.core.placement import Placement
+
+Flow = tuple[int, int, float]  #: (src server, dst server, bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class IterationTraffic:
+    """What one iteration of a placed job does.
+
+    Attributes:
+        compute_s: compute time before the first coflow, seconds. For a pipeline
+            job the slowest stage's p^f + p^b (asynchronous pipeline: the
+            bottleneck stage sets the pace, A-SRPT §III-B).
+        coflows: the coflows, in order; each is a list of merged flows.
+    """
+
+    compute_s: float
+    coflows: tuple[tuple[Flow, ...], ...]
+
+    @property
+    def bytes(self) -> float:
+        return sum(b for cf in self.coflows for _, _, b in cf)
+
+
+def _merge(flows: list[Flow]) -> tuple[Flow, ...]:
+    acc: dict[tuple[int, int], float] = {}
+    for s, d, b in flows:
+        if b > 0:
+            acc[(s, d)] = acc.get((s, d), 0.0) + b
+    return tuple((s, d, b) for (s, d), b in sorted(acc.items()))
+
+
+def _ring(servers: list[int], hop_bytes: float) -> list[Flow]:
+    k = len(servers)
+    if k < 2:
+        return []
+    return [(servers[r], servers[(r + 1) % k], hop_bytes) for r in range(k)]
+
+
+def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> IterationTraffic:
+    """The compute time and coflows of one iteration of ``job`` placed at ``placement``."""
+    srv = [[cluster.server_of(g) for g in gpus] for gpus in placement.stage_gpus]
+    if job.comm is CommPattern.PS:
+        h = job.stages[0].profile.param_bytes
+        share = h / job.num_ps
+        push = [(w, p, share) for w in srv[0] for p in placement.ps_servers]
+        pull = [(p, w, share) for p in placement.ps_servers for w in srv[0]]
+        return IterationTraffic(job.stages[0].profile.compute_s, (_merge(push), _merge(pull)))
+    flows: list[Flow] = []
+    for s, st in enumerate(job.stages):
+        k = st.replicas
+        flows += _ring(srv[s], 2.0 * (k - 1) * st.profile.param_bytes / k)
+        if s + 1 < job.num_stages:
+            nxt = job.stages[s + 1].replicas
+            per_pair = st.profile.out_bytes / (k * nxt)
+            for a in srv[s]:
+                for b in srv[s + 1]:
+                    flows.append((a, b, per_pair))
+                    flows.append((b, a, per_pair))
+    compute = max(st.profile.compute_s for st in job.stages)
+    coflow = _merge(flows)
+    return IterationTraffic(compute, (coflow,) if coflow else ())

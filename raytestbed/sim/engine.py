@@ -1,0 +1,615 @@
+"""The discrete-event simulator: the ``sim`` backend.
+
+Events (arrivals, completions, flow completions, ticks, faults) are kept in a
+heap; time jumps from one event to the next. Two timing modes say how fast a
+running job progresses:
+
+* ``analytic``: a job runs at the per-iteration time of an analytic model
+  (A-SRPT eq. 7 by default, SJF-BCO eq. 8 or GADGET eq. 1, see
+  :mod:`raytestbed.core.timing`). Contention-dependent models (SJF-BCO) are
+  re-evaluated for every running job whenever a job starts or ends. Events per
+  job: O(1), which lets the simulator handle 150,000 jobs.
+* ``flow``: every iteration is a compute phase followed by the job's coflows
+  (:mod:`raytestbed.network.traffic`); all flows share links through the weighted
+  max-min allocator (:mod:`raytestbed.network.allocator`), so contention
+  *emerges*; a network policy may set weights or rates. ``iterations_per_coflow``
+  = q lumps q iterations into one cycle (q x compute, q x bytes) to bound the
+  event count; q = 1 is exact.
+
+Same events at the same time are ordered: completions, then faults, then
+arrivals, then ticks; ties by insertion order. Deterministic for a given input.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.job import Job
+from raytestbed.core.placement import Placement
+from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
+from raytestbed.core.timing import IterationModel, AsrptModel
+from raytestbed.errors import PolicyError
+from raytestbed.network.allocator import RateAllocator
+from raytestbed.network.traffic import IterationTraffic, iteration_traffic
+from raytestbed.schedulers.base import (
+    CoflowFinished,
+    CoflowStarted,
+    Decision,
+    Event,
+    IterationMeasured,
+    JobArrived,
+    JobFailed,
+    JobFinished,
+    JobStarted,
+    Policy,
+    Preempt,
+    Resize,
+    ServerLost,
+    SetFlowRates,
+    SetFlowWeights,
+    StartJob,
+    Tick,
+)
+
+# heap priorities at equal time
+_P_DONE, _P_FAULT, _P_ARRIVAL, _P_TICK = 0, 1, 2, 3
+_EPS_BYTES = 1e-6  # a flow with fewer bytes left is complete
+_EPS_TIME = 1e-12
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault to inject: ``kind`` is ``kill_server`` (server ``target`` at ``time_s``)."""
+
+    kind: str
+    target: int
+    time_s: float
+
+
+@dataclass
+class JobRecord:
+    """Everything recorded about one job (becomes a row of ``jobs.csv``)."""
+
+    job: Job
+    first_start_s: float = math.nan
+    finish_s: float = math.nan
+    placement: str = ""
+    servers: int = 0
+    iteration_time_s: float = math.nan
+    preemptions: int = 0
+    failures: int = 0
+    gpu_seconds: float = 0.0
+
+
+@dataclass
+class SimResult:
+    """Outcome of one simulation."""
+
+    records: list[JobRecord]
+    decision_times_s: np.ndarray
+    events: int
+    end_time_s: float
+    busy_gpu_intervals: list[tuple[float, float, int]] = field(default_factory=list)  #: (start, end, gpus)
+
+
+@dataclass
+class _Run:
+    """Backend-private progress of a running job."""
+
+    version: int = 0
+    # analytic
+    alpha: float = math.nan
+    last_s: float = 0.0
+    # flow
+    traffic: IterationTraffic | None = None
+    cycle: int = 0
+    coflow_idx: int = -1  # -1 = computing
+    flows: dict = field(default_factory=dict)  # flow id -> [remaining, total]
+    cycle_start_s: float = 0.0
+
+
+class Simulator:
+    """Run one placement policy (and optionally one network policy) over a job list.
+
+    Args:
+        cluster: the cluster.
+        jobs: the jobs; ids must be unique.
+        policy: the placement/admission policy.
+        network_policy: optional network policy (flow mode only).
+        mode: ``analytic`` or ``flow``.
+        model: iteration-time model for analytic mode (default A-SRPT eq. 7).
+        iterations_per_coflow: q, iterations lumped per cycle in flow mode.
+        faults: faults to inject.
+        on_event: callback receiving every event (for the event log).
+        on_decisions: callback (event, policy name, wall seconds, decisions) for
+            every ``on_event`` call that returned decisions.
+        progress: callback (finished jobs, total jobs) called as jobs finish.
+    """
+
+    def __init__(
+        self,
+        cluster: Cluster,
+        jobs: Sequence[Job],
+        policy: Policy,
+        network_policy: Policy | None = None,
+        mode: str = "analytic",
+        model: IterationModel | None = None,
+        iterations_per_coflow: int = 1,
+        faults: Iterable[Fault] = (),
+        on_event: Callable[[Event], None] | None = None,
+        on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        if mode not in ("analytic", "flow"):
+            raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
+        if network_policy is not None and mode != "flow":
+            raise ValueError("a network policy needs timing mode 'flow'")
+        self.cluster = cluster
+        self.jobs = {j.job_id: j for j in jobs}
+        if len(self.jobs) != len(jobs):
+            raise ValueError("job ids are not unique")
+        self.policies = [p for p in (policy, network_policy) if p is not None]
+        self.mode = mode
+        self.model = model or AsrptModel()
+        self.q = int(iterations_per_coflow)
+        self.state = ClusterState(cluster)
+        self.view = self.state.view()
+        self.records = {j.job_id: JobRecord(j) for j in jobs}
+        self._done_iters: dict[int, float] = {j.job_id: 0.0 for j in jobs}
+        self._runs: dict[int, _Run] = {}
+        self._heap: list = []
+        self._seq = 0
+        self._immediate: deque[Event] = deque()
+        self._decision_times: list[float] = []
+        self._events = 0
+        self._on_event = on_event
+        self._on_decisions = on_decisions
+        self._progress = progress
+        self._unfinished = len(jobs)
+        self._arrivals_left = len(jobs)
+        self._busy: list[tuple[float, float, int]] = []
+        # flow mode
+        self._alloc = RateAllocator(cluster.link_capacities()) if mode == "flow" else None
+        self._flow_owner: dict[tuple, int] = {}
+        self._rates: dict[tuple, float] = {}
+        self._rate_override: dict[tuple, float] = {}
+        self._job_weight: dict[int, float] = {}
+        self._net_version = 0
+        self._net_last = 0.0
+        for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
+            self._push(j.arrival_s, _P_ARRIVAL, ("arrival", j.job_id))
+        for f in faults:
+            if f.kind != "kill_server":
+                raise ValueError(f"unknown fault kind {f.kind!r}")
+            if not 0 <= f.target < cluster.num_servers:
+                raise ValueError(f"fault {f}: server {f.target} does not exist")
+            self._push(f.time_s, _P_FAULT, ("kill_server", f.target))
+        self._tick = min((p.tick_interval_s for p in self.policies if p.tick_interval_s), default=None)
+        if self._tick is not None:
+            self._push(0.0, _P_TICK, ("tick",))
+
+    # ------------------------------------------------------------------ heap
+    def _push(self, t: float, prio: int, item: tuple) -> None:
+        self._seq += 1
+        heapq.heappush(self._heap, (t, prio, self._seq, item))
+
+    # ------------------------------------------------------------------ run
+    def run(self) -> SimResult:
+        """Simulate until every job has finished or nothing more can happen."""
+        heap = self._heap
+        while heap and self._unfinished > 0:
+            t, _, _, item = heapq.heappop(heap)
+            kind = item[0]
+            if kind == "finish":
+                _, jid, ver = item
+                run = self._runs.get(jid)
+                if run is None or run.version != ver:
+                    continue  # stale
+                self._advance(t)
+                self._finish(jid)
+            elif kind == "net":
+                if item[1] != self._net_version:
+                    continue
+                self._advance(t)
+                self._net_step()
+            elif kind == "compute":
+                _, jid, ver = item
+                run = self._runs.get(jid)
+                if run is None or run.version != ver:
+                    continue
+                self._advance(t)
+                self._start_coflow(jid, 0)
+                self._reallocate()
+            elif kind == "arrival":
+                self._advance(t)
+                self._arrivals_left -= 1
+                job = self.jobs[item[1]]
+                self.state.pending[job.job_id] = job
+                self._emit(JobArrived(t, job))
+            elif kind == "kill_server":
+                self._advance(t)
+                self._kill_server(item[1])
+            elif kind == "tick":
+                self._advance(t)
+                self._emit(Tick(t))
+                if self._unfinished > 0:
+                    self._push(t + self._tick, _P_TICK, ("tick",))
+            self._drain()
+        self._advance(self.state.now)
+        return SimResult(
+            records=[self.records[j] for j in sorted(self.records)],
+            decision_times_s=np.asarray(self._decision_times, dtype=float),
+            events=self._events,
+            end_time_s=self.state.now,
+            busy_gpu_intervals=self._busy,
+        )
+
+    def _advance(self, t: float) -> None:
+        """Move the clock to ``t``, progressing flows in flow mode."""
+        if t < self.state.now - 1e-9:
+            raise RuntimeError(f"time went backwards: {t} < {self.state.now}")
+        if self._alloc is not None and self._rates:
+            dt = t - self._net_last
+            if dt > 0:
+                for jid in {self._flow_owner[f] for f in self._rates}:
+                    run = self._runs[jid]
+                    for fid, fl in run.flows.items():
+                        r = self._rates.get(fid, 0.0)
+                        sent = min(fl[0], r * dt)
+                        fl[0] -= sent
+                        self.state.running[jid].bytes_sent += sent
+        self._net_last = max(self._net_last, t)
+        self.state.now = max(self.state.now, t)
+
+    # ------------------------------------------------------------- dispatch
+    def _emit(self, event: Event) -> None:
+        self._immediate.append(event)
+
+    def _drain(self) -> None:
+        while self._immediate:
+            ev = self._immediate.popleft()
+            self._events += 1
+            if self._on_event is not None:
+                self._on_event(ev)
+            for pol in self.policies:
+                t0 = time.perf_counter()
+                decisions = pol.on_event(ev, self.view)
+                dt = time.perf_counter() - t0
+                self._decision_times.append(dt)
+                if decisions:
+                    if self._on_decisions is not None:
+                        self._on_decisions(ev, pol.name, dt, decisions)
+                    for d in decisions:
+                        self._apply(d, pol)
+            if self._alloc is not None:
+                self._reallocate()
+
+    def _apply(self, d: Decision, pol: Policy) -> None:
+        now = self.state.now
+        if isinstance(d, StartJob):
+            job = self.state.pending.get(d.job_id)
+            if job is None:
+                raise PolicyError(f"{pol.name}: StartJob for job {d.job_id}, which is not pending")
+            self._start(job, d.placement)
+        elif isinstance(d, Preempt):
+            if d.job_id not in self.state.running:
+                raise PolicyError(f"{pol.name}: Preempt for job {d.job_id}, which is not running")
+            self._stop(d.job_id)
+            self.records[d.job_id].preemptions += 1
+        elif isinstance(d, Resize):
+            rj = self.state.running.get(d.job_id)
+            if rj is None:
+                raise PolicyError(f"{pol.name}: Resize for job {d.job_id}, which is not running")
+            job = rj.job
+            new_workers = len(d.placement.stage_gpus[0]) if d.placement.stage_gpus else 0
+            if job.num_stages == 1 and new_workers != job.stages[0].replicas:
+                if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
+                    raise PolicyError(f"{pol.name}: job {d.job_id} cannot run {new_workers} workers")
+                job = job.with_workers(new_workers)
+            self._stop(d.job_id)
+            self._start(job, d.placement)
+        elif isinstance(d, SetFlowWeights):
+            if self._alloc is None:
+                raise PolicyError(f"{pol.name}: SetFlowWeights needs timing mode 'flow'")
+            for jid, w in d.weights.items():
+                if not w > 0:
+                    raise PolicyError(f"{pol.name}: weight of job {jid} must be > 0, got {w}")
+                self._job_weight[jid] = float(w)
+                run = self._runs.get(jid)
+                if run is not None:
+                    for fid in run.flows:
+                        if fid in self._alloc:
+                            self._alloc.set_weight(fid, float(w))
+        elif isinstance(d, SetFlowRates):
+            if self._alloc is None:
+                raise PolicyError(f"{pol.name}: SetFlowRates needs timing mode 'flow'")
+            for fid, r in d.rates.items():
+                if fid not in self._flow_owner:
+                    raise PolicyError(f"{pol.name}: SetFlowRates for unknown flow {fid}")
+                if not r >= 0:
+                    raise PolicyError(f"{pol.name}: rate of flow {fid} must be >= 0")
+                self._rate_override[fid] = float(r)
+        else:
+            raise PolicyError(f"{pol.name}: unknown decision {d!r}")
+        del now
+
+    # ------------------------------------------------------------ lifecycle
+    def _start(self, job: Job, placement: Placement) -> None:
+        now = self.state.now
+        self.state.allocate(job, placement)
+        del self.state.pending[job.job_id]
+        rec = self.records[job.job_id]
+        if math.isnan(rec.first_start_s):
+            rec.first_start_s = now
+        rec.placement = placement.describe(self.cluster)
+        rec.servers = len(placement.servers(self.cluster))
+        old = self.state.running.get(job.job_id)
+        self.state.running[job.job_id] = RunningJob(
+            job=job, placement=placement, start_s=now, first_start_s=rec.first_start_s,
+            iterations_done=self._done_iters[job.job_id],
+            bytes_sent=old.bytes_sent if old else 0.0,
+        )
+        run = self._runs.setdefault(job.job_id, _Run())
+        run.version += 1
+        run.last_s = now
+        self._emit(JobStarted(now, job.job_id, placement))
+        if self.mode == "analytic":
+            if self.model.contention_dependent:
+                self._reprice_all()
+            else:
+                self._price(job.job_id)
+        else:
+            run.traffic = iteration_traffic(job, placement, self.cluster)
+            run.cycle_start_s = now
+            self._begin_cycle(job.job_id)
+
+    def _remaining(self, jid: int) -> float:
+        return self.jobs[jid].iterations - self._done_iters[jid]
+
+    def _price(self, jid: int) -> None:
+        """(Re)compute a running job's iteration time and schedule its finish (analytic mode)."""
+        rj = self.state.running[jid]
+        run = self._runs[jid]
+        others = {k: (r.job, r.placement) for k, r in self.state.running.items() if k != jid}
+        alpha = self.model.iteration_time(rj.job, rj.placement, self.cluster, others)
+        if not (alpha > 0 and math.isfinite(alpha)):
+            raise RuntimeError(f"job {jid}: iteration time {alpha} from model {self.model.name}")
+        changed = alpha != run.alpha
+        run.alpha = alpha
+        run.last_s = self.state.now
+        run.version += 1
+        rj.iteration_time_s = alpha
+        self.records[jid].iteration_time_s = alpha
+        self._push(self.state.now + self._remaining(jid) * alpha, _P_DONE, ("finish", jid, run.version))
+        if changed:
+            self._emit(IterationMeasured(self.state.now, jid, alpha, compute_s=math.nan, comm_s=math.nan))
+
+    def _sync_analytic(self, jid: int) -> None:
+        run = self._runs[jid]
+        if math.isfinite(run.alpha):
+            done = (self.state.now - run.last_s) / run.alpha
+            self._done_iters[jid] = min(self.jobs[jid].iterations, self._done_iters[jid] + done)
+            self.state.running[jid].iterations_done = self._done_iters[jid]
+        run.last_s = self.state.now
+
+    def _reprice_all(self) -> None:
+        for jid in list(self.state.running):
+            self._sync_analytic(jid)
+        for jid in list(self.state.running):
+            self._price(jid)
+
+    def _stop(self, jid: int) -> RunningJob:
+        """Take a running job off its GPUs, keeping its progress; it becomes pending."""
+        rj = self.state.running[jid]
+        if self.mode == "analytic":
+            self._sync_analytic(jid)
+        else:
+            self._drop_flows(jid)
+        run = self._runs[jid]
+        run.version += 1
+        run.alpha = math.nan
+        self._close_busy(jid, rj)
+        self.state.release(rj.placement)
+        del self.state.running[jid]
+        self.state.pending[jid] = rj.job
+        if self.model.contention_dependent and self.mode == "analytic":
+            self._reprice_all()
+        return rj
+
+    def _close_busy(self, jid: int, rj: RunningJob) -> None:
+        n = len(rj.placement.gpus)
+        self._busy.append((rj.start_s, self.state.now, n))
+        self.records[jid].gpu_seconds += n * (self.state.now - rj.start_s)
+
+    def _finish(self, jid: int) -> None:
+        now = self.state.now
+        rj = self.state.running.pop(jid)
+        if self.mode == "flow":
+            self._drop_flows(jid)
+        self._done_iters[jid] = float(self.jobs[jid].iterations)
+        self._close_busy(jid, rj)
+        self.state.release(rj.placement)
+        self.state.finished[jid] = now
+        self._runs.pop(jid, None)
+        rec = self.records[jid]
+        rec.finish_s = now
+        self._unfinished -= 1
+        if self._progress is not None:
+            self._progress(len(self.jobs) - self._unfinished, len(self.jobs))
+        if self.mode == "analytic" and self.model.contention_dependent:
+            self._reprice_all()
+        self._emit(JobFinished(now, jid, self.jobs[jid].iterations))
+
+    def _kill_server(self, server: int) -> None:
+        now = self.state.now
+        hit = [
+            jid for jid, rj in self.state.running.items()
+            if server in rj.placement.servers(self.cluster) or server in rj.placement.ps_servers
+        ]
+        for jid in hit:
+            self._stop(jid)
+            self.records[jid].failures += 1
+        self.state.lose_server(server)
+        self._emit(ServerLost(now, server, tuple(hit)))
+        for jid in hit:
+            self._emit(JobFailed(now, jid, f"server {server} lost"))
+
+    # ------------------------------------------------------------ flow mode
+    def _begin_cycle(self, jid: int) -> None:
+        """Start the compute phase of the next cycle (q iterations)."""
+        run = self._runs[jid]
+        run.coflow_idx = -1
+        run.cycle_start_s = self.state.now
+        q = min(self.q, max(1, math.ceil(self._remaining(jid))))
+        self._push(self.state.now + q * run.traffic.compute_s, _P_DONE, ("compute", jid, run.version))
+
+    def _start_coflow(self, jid: int, idx: int) -> None:
+        run = self._runs[jid]
+        traffic = run.traffic
+        if idx >= len(traffic.coflows):
+            self._end_cycle(jid)
+            return
+        run.coflow_idx = idx
+        q = min(self.q, max(1, math.ceil(self._remaining(jid))))
+        cf_id = (jid, run.cycle, idx)
+        w = self._job_weight.get(jid, 1.0)
+        infos = []
+        total = 0.0
+        for n, (src, dst, b) in enumerate(traffic.coflows[idx]):
+            fid = (jid, run.cycle, idx, n)
+            vol = b * q
+            run.flows[fid] = [vol, vol]
+            total += vol
+            self._flow_owner[fid] = jid
+            links = self.cluster.path(src, dst)
+            cap = self.cluster.intra_bps if not links else math.inf
+            self._alloc.add_flow(fid, links, weight=w, cap=cap)
+            infos.append(FlowInfo(fid, src, dst, vol, vol))
+        self.state.coflows[cf_id] = CoflowInfo(cf_id, jid, self.state.now, tuple(infos))
+        self._emit(CoflowStarted(self.state.now, jid, cf_id, total))
+
+    def _end_cycle(self, jid: int) -> None:
+        run = self._runs[jid]
+        q = min(self.q, max(1, math.ceil(self._remaining(jid))))
+        self._done_iters[jid] = min(self.jobs[jid].iterations, self._done_iters[jid] + q)
+        rj = self.state.running[jid]
+        rj.iterations_done = self._done_iters[jid]
+        per_iter = (self.state.now - run.cycle_start_s) / q
+        rj.iteration_time_s = per_iter
+        self.records[jid].iteration_time_s = per_iter
+        self._emit(IterationMeasured(self.state.now, jid, per_iter, compute_s=run.traffic.compute_s,
+                                     comm_s=per_iter - run.traffic.compute_s))
+        run.cycle += 1
+        if self._remaining(jid) <= 1e-9:
+            run.version += 1
+            self._finish(jid)
+        else:
+            self._begin_cycle(jid)
+
+    def _drop_flows(self, jid: int) -> None:
+        run = self._runs.get(jid)
+        if run is None:
+            return
+        for fid in run.flows:
+            if fid in self._alloc:
+                self._alloc.remove_flow(fid)
+            self._flow_owner.pop(fid, None)
+            self._rates.pop(fid, None)
+            self._rate_override.pop(fid, None)
+        run.flows.clear()
+        for cf in [c for c in self.state.coflows if c[0] == jid]:
+            del self.state.coflows[cf]
+
+    def _net_step(self) -> None:
+        """Complete every flow that has (numerically) no bytes left."""
+        done_coflows = []
+        for fid in list(self._rates):
+            jid = self._flow_owner[fid]
+            run = self._runs[jid]
+            fl = run.flows[fid]
+            if fl[0] <= max(_EPS_BYTES, 1e-12 * fl[1]):
+                self.state.running[jid].bytes_sent += fl[0]
+                fl[0] = 0.0
+                self._alloc.remove_flow(fid)
+                del run.flows[fid]
+                del self._flow_owner[fid]
+                del self._rates[fid]
+                self._rate_override.pop(fid, None)
+                if not run.flows:
+                    done_coflows.append(jid)
+        for jid in done_coflows:
+            run = self._runs[jid]
+            cf_id = (jid, run.cycle, run.coflow_idx)
+            info = self.state.coflows.pop(cf_id)
+            rj = self.state.running[jid]
+            rj.coflows_done += 1
+            self._emit(CoflowFinished(self.state.now, jid, cf_id, sum(f.total_bytes for f in info.flows)))
+            self._start_coflow(jid, run.coflow_idx + 1)
+        self._reallocate()
+
+    def _reallocate(self) -> None:
+        """Recompute flow rates and schedule the next flow completion."""
+        alloc = self._alloc
+        if alloc is None:
+            return
+        self._net_version += 1
+        if len(alloc) == 0:
+            self._rates = {}
+            return
+        if self._rate_override:
+            rates = self._rates_with_override()
+        else:
+            rates = alloc.rates()
+        self._rates = dict(rates)
+        # refresh remaining bytes seen by network policies
+        for cf_id, info in list(self.state.coflows.items()):
+            run = self._runs[info.job_id]
+            self.state.coflows[cf_id] = CoflowInfo(
+                cf_id, info.job_id, info.started_s,
+                tuple(FlowInfo(f.flow_id, f.src, f.dst, f.total_bytes, run.flows[f.flow_id][0])
+                      for f in info.flows if f.flow_id in run.flows),
+            )
+        t_next = math.inf
+        for fid, r in self._rates.items():
+            if r > 0:
+                rem = self._runs[self._flow_owner[fid]].flows[fid][0]
+                t_next = min(t_next, rem / r)
+        if math.isfinite(t_next):
+            self._push(self.state.now + max(t_next, _EPS_TIME), _P_DONE, ("net", self._net_version))
+
+    def _rates_with_override(self) -> dict:
+        """Policy-set rates for some flows; max-min on the residual capacity for the rest."""
+        caps = self.cluster.link_capacities()
+        residual = dict(caps)
+        for fid, r in self._rate_override.items():
+            jid = self._flow_owner[fid]
+            src, dst = self._flow_endpoints(fid)
+            for link in self.cluster.path(src, dst):
+                residual[link] -= r
+        for link, left in residual.items():
+            if left < -1e-9 * caps[link]:
+                raise PolicyError(f"network policy rates exceed capacity of link {link}")
+        tmp = RateAllocator({k: max(v, 1e-9 * caps[k]) for k, v in residual.items()})
+        out = dict(self._rate_override)
+        for fid, jid in self._flow_owner.items():
+            if fid in self._rate_override:
+                continue
+            src, dst = self._flow_endpoints(fid)
+            links = self.cluster.path(src, dst)
+            tmp.add_flow(fid, links, weight=self._job_weight.get(jid, 1.0),
+                         cap=self.cluster.intra_bps if not links else math.inf)
+        out.update(tmp.rates())
+        return out
+
+    def _flow_endpoints(self, fid: tuple) -> tuple[int, int]:
+        jid, _, idx, n = fid
+        src, dst, _ = self._runs[jid].traffic.coflows[idx][n]
+        return src, dst

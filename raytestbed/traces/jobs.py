@@ -1,0 +1,88 @@
+"""Turn (model, GPUs, communication pattern) into a :class:`Job` with stage profiles.
+
+The parallel configuration is a simple, documented default until a real
+pipeline planner exists: data-parallel (``rar``) and parameter-server (``ps``)
+jobs run the whole model as one stage with one replica per GPU; a ``pipeline``
+job with g GPUs gets S = min(g, max_stages, #layers) stages split by
+:meth:`ModelProfile.even_split` (balanced compute), and its g GPUs are dealt to
+the stages as evenly as possible, extra replicas going to the heaviest stages.
+"""
+
+from __future__ import annotations
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.core.profile import ModelProfile
+from raytestbed.core.timing import asrpt_alpha_min_tilde
+
+
+_STAGE_CACHE: dict[tuple, tuple[ModelProfile, tuple[Stage, ...]]] = {}
+
+
+def pipeline_stages(profile: ModelProfile, gpus: int, num_stages: int | None = None, max_stages: int = 4) -> tuple[Stage, ...]:
+    """Stages of a pipeline job: S contiguous layer ranges, g GPUs dealt as replicas (cached)."""
+    key = (id(profile), gpus, num_stages, max_stages)
+    hit = _STAGE_CACHE.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    stages = _pipeline_stages(profile, gpus, num_stages, max_stages)
+    _STAGE_CACHE[key] = (profile, stages)
+    return stages
+
+
+def _pipeline_stages(profile: ModelProfile, gpus: int, num_stages: int | None, max_stages: int) -> tuple[Stage, ...]:
+    s = num_stages or min(gpus, max_stages, profile.num_layers)
+    if not 1 <= s <= min(gpus, profile.num_layers):
+        raise ValueError(f"cannot cut {profile.model} ({profile.num_layers} layers) into {s} stages on {gpus} GPUs")
+    stage_profiles = profile.stage_profiles(profile.even_split(s))
+    reps = [gpus // s] * s
+    heaviest = sorted(range(s), key=lambda i: (-stage_profiles[i].compute_s, i))
+    for i in heaviest[: gpus % s]:
+        reps[i] += 1
+    return tuple(Stage(k, p) for k, p in zip(reps, stage_profiles))
+
+
+_WHOLE: dict[int, tuple[ModelProfile, StageProfile]] = {}
+
+
+def _whole_model(profile: ModelProfile) -> StageProfile:
+    hit = _WHOLE.get(id(profile))
+    if hit is None or hit[0] is not profile:
+        hit = (profile, profile.stage_profiles([0])[0])
+        _WHOLE[id(profile)] = hit
+    return hit[1]
+
+
+def build_job(
+    job_id: int,
+    arrival_s: float,
+    profile: ModelProfile,
+    gpus: int,
+    comm: CommPattern | str,
+    iterations: int,
+    user: str = "",
+    group: str = "",
+    num_stages: int | None = None,
+    num_ps: int | None = None,
+    duration_hint_s: float | None = None,
+) -> Job:
+    """A job running ``profile`` on ``gpus`` GPUs with pattern ``comm``."""
+    comm = CommPattern(comm)
+    if gpus < 1:
+        raise ValueError(f"job {job_id}: gpus must be >= 1")
+    if comm is CommPattern.PIPELINE and gpus > 1:
+        stages = pipeline_stages(profile, gpus, num_stages)
+    else:
+        stages = (Stage(gpus, _whole_model(profile)),)
+    return Job(
+        job_id=job_id, arrival_s=arrival_s, iterations=int(iterations), stages=stages, comm=comm,
+        user=str(user), group=str(group), model=profile.model,
+        num_ps=(num_ps or gpus) if comm is CommPattern.PS else 0, duration_hint_s=duration_hint_s,
+    )
+
+
+def iterations_for_duration(job: Job, duration_s: float, cluster: Cluster) -> int:
+    """n_i = duration / alpha~min_i (A-SRPT §V-A-1-b), at least 1."""
+    g = cluster.gpus_per_server
+    alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps)
+    return max(1, round(duration_s / alpha))

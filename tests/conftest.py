@@ -1,0 +1,33 @@
+"""Shared test fixtures: small clusters and jobs built by hand."""
+
+import pytest
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.units import gbps_to_bytes_per_s, gbytes_per_s_to_bytes_per_s
+
+MB = 1e6
+
+
+@pytest.fixture
+def spec_job() -> Job:
+    """asrpt.md §3.1: S=2, k=(2,2), p^f=(10,10) ms, p^b=(20,20) ms, d_out1=d_in2=4 MB, h=(100,50) MB."""
+    # one value per boundary: A_1 = k_1 * d_out_1 = 8 MB
+    s1 = StageProfile(0.010, 0.020, out_bytes=8 * MB, param_bytes=100 * MB)
+    s2 = StageProfile(0.010, 0.020, out_bytes=0.0, param_bytes=50 * MB)
+    return Job(1, 0.0, 100, (Stage(2, s1), Stage(2, s2)), CommPattern.PIPELINE)
+
+
+@pytest.fixture
+def spec_bw():
+    """g = 4, B_inter = 10 Gbps, B_intra = 300 GB/s (asrpt.md §3.1)."""
+    return 4, gbps_to_bytes_per_s(10), gbytes_per_s_to_bytes_per_s(300)
+
+
+def small_cluster(servers=2, gpus=4, nic_gbps=10.0, intra_gbs=300.0) -> Cluster:
+    return Cluster.homogeneous(servers, gpus, gbps_to_bytes_per_s(nic_gbps), gbytes_per_s_to_bytes_per_s(intra_gbs))
+
+
+def rar_job(job_id=0, arrival=0.0, workers=2, iterations=10, fwd=0.01, bwd=0.02, grad_bytes=100 * MB) -> Job:
+    return Job(job_id, arrival, iterations, (Stage(workers, StageProfile(fwd, bwd, 0.0, grad_bytes)),),
+               CommPattern.RAR)
