@@ -1,0 +1,92 @@
+"""Per-job records and the trial summary (the columns of ``jobs.csv`` and ``summary.json``).
+
+Metrics (seconds): JCT of a job = finish - arrival (A-SRPT's "job flow time");
+total JCT = sum over finished jobs; makespan = last finish - first arrival.
+Decision times are the wall seconds of every ``on_event`` call of every policy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+JOB_COLUMNS = [
+    "job_id", "status", "arrival_s", "first_start_s", "finish_s", "jct_s", "queue_s",
+    "gpus", "servers", "iterations", "predicted_iterations", "iteration_time_s",
+    "preemptions", "failures", "gpu_seconds", "model", "comm", "stages", "user", "group", "placement",
+]
+
+SUMMARY_KEYS = [
+    "policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished",
+    "total_jct_s", "avg_jct_s", "median_jct_s", "makespan_s", "gpu_utilisation",
+    "decision_time_p50_s", "decision_time_p99_s", "decision_calls", "events", "wall_s", "seed",
+]
+
+
+def job_rows(records: Iterable[Any]) -> list[dict[str, Any]]:
+    """Turn backend job records into rows with :data:`JOB_COLUMNS`."""
+    rows = []
+    for r in records:
+        j = r.job
+        finished = not math.isnan(r.finish_s)
+        rows.append({
+            "job_id": j.job_id,
+            "status": "finished" if finished else "unfinished",
+            "arrival_s": j.arrival_s,
+            "first_start_s": r.first_start_s,
+            "finish_s": r.finish_s,
+            "jct_s": r.finish_s - j.arrival_s if finished else math.nan,
+            "queue_s": r.first_start_s - j.arrival_s,
+            "gpus": j.gpus,
+            "servers": r.servers,
+            "iterations": j.iterations,
+            "predicted_iterations": j.predicted_iterations if j.predicted_iterations is not None else "",
+            "iteration_time_s": r.iteration_time_s,
+            "preemptions": r.preemptions,
+            "failures": r.failures,
+            "gpu_seconds": r.gpu_seconds,
+            "model": j.model,
+            "comm": j.comm.value,
+            "stages": "x".join(str(k) for k in j.replicas()),
+            "user": j.user,
+            "group": j.group,
+            "placement": r.placement,
+        })
+    return rows
+
+
+def summarize(
+    rows: Sequence[dict[str, Any]],
+    decision_times_s: np.ndarray,
+    total_gpus: int,
+    **meta: Any,
+) -> dict[str, Any]:
+    """The summary of one trial; ``meta`` supplies policy, backend, timing, events, wall_s, seed..."""
+    df = pd.DataFrame(rows, columns=JOB_COLUMNS)
+    fin = df[df["status"] == "finished"]
+    jct = fin["jct_s"].astype(float)
+    makespan = float(fin["finish_s"].max() - df["arrival_s"].min()) if len(fin) else math.nan
+    gpu_sec = float(df["gpu_seconds"].astype(float).sum())
+    util = gpu_sec / (total_gpus * makespan) if len(fin) and makespan > 0 else math.nan
+    dt = np.asarray(decision_times_s, dtype=float)
+    out: dict[str, Any] = {
+        "jobs": int(len(df)),
+        "finished": int(len(fin)),
+        "unfinished": int(len(df) - len(fin)),
+        "total_jct_s": float(jct.sum()),
+        "avg_jct_s": float(jct.mean()) if len(fin) else math.nan,
+        "median_jct_s": float(jct.median()) if len(fin) else math.nan,
+        "makespan_s": makespan,
+        "gpu_utilisation": util,
+        "decision_time_p50_s": float(np.percentile(dt, 50)) if dt.size else 0.0,
+        "decision_time_p99_s": float(np.percentile(dt, 99)) if dt.size else 0.0,
+        "decision_calls": int(dt.size),
+    }
+    out.update(meta)
+    ordered = {k: out[k] for k in SUMMARY_KEYS if k in out}
+    ordered.update({k: v for k, v in out.items() if k not in ordered})
+    return ordered

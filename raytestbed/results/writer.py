@@ -1,0 +1,106 @@
+"""Results folders, written atomically.
+
+A run writes into ``<out>.partial-<pid>`` next to the target and renames it to
+``<out>`` only when everything is written, so a crash or Ctrl-C never leaves a
+half-written results folder (the partial folder is removed on error).
+
+Folder contents: ``config.yaml`` (resolved trial), ``jobs.csv``, ``events.jsonl``,
+``decisions.jsonl``, ``summary.json`` and, for comparisons, ``comparison.csv``
+and plots.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from raytestbed.errors import RaytestbedError
+
+
+def _clean(v: Any) -> Any:
+    """JSON-safe value: NaN/inf become None."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return None
+    if isinstance(v, dict):
+        return {str(k): _clean(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_clean(x) for x in v]
+    return v
+
+
+def dumps(obj: Any) -> str:
+    """Compact deterministic JSON (NaN as null)."""
+    return json.dumps(_clean(obj), separators=(",", ":"), sort_keys=False)
+
+
+class ResultsFolder:
+    """A results folder under construction; use as a context manager.
+
+    Args:
+        out: the final folder path.
+        force: replace an existing folder instead of refusing.
+    """
+
+    def __init__(self, out: str | os.PathLike, force: bool = False) -> None:
+        self.out = Path(out)
+        if self.out.exists() and any(self.out.iterdir()) and not force:
+            raise RaytestbedError(f"{self.out}: results folder exists and is not empty (use --force to replace it)")
+        self.force = force
+        self.tmp = self.out.with_name(f"{self.out.name}.partial-{os.getpid()}")
+        self._streams: dict[str, Any] = {}
+
+    def __enter__(self) -> "ResultsFolder":
+        if self.tmp.exists():
+            shutil.rmtree(self.tmp)
+        self.tmp.mkdir(parents=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        for f in self._streams.values():
+            f.close()
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        if self.out.exists():
+            old = self.out.with_name(f"{self.out.name}.old-{os.getpid()}")
+            os.replace(self.out, old)
+            os.replace(self.tmp, self.out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(self.tmp, self.out)
+
+    @property
+    def path(self) -> Path:
+        """Where files go while the folder is being written."""
+        return self.tmp
+
+    def jsonl(self, name: str):
+        """An open append stream for ``name`` (e.g. ``events.jsonl``); write with :meth:`write_line`."""
+        if name not in self._streams:
+            self._streams[name] = open(self.tmp / name, "w", encoding="utf-8")
+        return self._streams[name]
+
+    def write_line(self, name: str, obj: Any) -> None:
+        self.jsonl(name).write(dumps(obj) + "\n")
+
+    def write_json(self, name: str, obj: Any) -> None:
+        (self.tmp / name).write_text(json.dumps(_clean(obj), indent=2) + "\n", encoding="utf-8")
+
+    def write_yaml(self, name: str, obj: Any) -> None:
+        (self.tmp / name).write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
+
+    def write_csv(self, name: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
+        """CSV with floats written by ``repr`` (exact and byte-stable across runs)."""
+        with open(self.tmp / name, "w", newline="", encoding="utf-8") as f:
+            w = csv.writer(f, lineterminator="\n")
+            w.writerow(columns)
+            for r in rows:
+                w.writerow(["" if (isinstance(v := r.get(c, ""), float) and math.isnan(v)) else
+                            (repr(v) if isinstance(v, float) else v) for c in columns])
