@@ -3,6 +3,7 @@
     raytestbed run TRIAL.yaml --backend sim --out DIR [--policy NAME] [--seed N] [--force]
     raytestbed compare TRIAL.yaml --policies A,B,C --backend sim --out DIR [--seed N] [--force]
     raytestbed policies
+    raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
 
 Bad input (config, trace row, flag) prints one line ``raytestbed: error: ...`` and
 exits with status 2; nothing is left half-written.
@@ -78,6 +79,49 @@ def _cmd_policies(args) -> int:
     return 0
 
 
+def _cmd_profile(args) -> int:
+    from raytestbed.models import PRESETS
+
+    if args.list or not args.model:
+        for name, p in PRESETS.items():
+            print(f"  {name:<14} {p.description}")
+        return 0
+    from raytestbed.models import build_model
+    from raytestbed.profile.profiler import profile_model
+
+    try:
+        model = build_model(args.model, seed=args.seed)
+    except ValueError as e:
+        raise RaytestbedError(str(e)) from None
+    if args.batch_size is not None and args.batch_size < 1:
+        raise RaytestbedError("--batch-size must be >= 1")
+    if args.repeats < 1 or args.warmup < 0:
+        raise RaytestbedError("--repeats must be >= 1 and --warmup >= 0")
+    bounds = None
+    if args.stages:
+        try:
+            bounds = [int(x) for x in args.stages.split(",")]
+        except ValueError:
+            raise RaytestbedError(f"--stages {args.stages!r}: give start layer indices, e.g. 0,3,6") from None
+    prof = profile_model(model, args.batch_size, args.warmup, args.repeats, args.threads)
+    if bounds is not None:
+        stages = prof.stage_profiles(bounds)
+    else:
+        stages = prof.stage_profiles(list(range(prof.num_layers)))
+        bounds = list(range(prof.num_layers))
+    rows = []
+    for i, (start, st) in enumerate(zip(bounds, stages)):
+        end = bounds[i + 1] if i + 1 < len(bounds) else prof.num_layers
+        rows.append({"stage": i, "layers": f"{start}-{end - 1}", "fwd_ms": st.fwd_s * 1e3, "bwd_ms": st.bwd_s * 1e3,
+                     "in_bytes": stages[i - 1].out_bytes if i else 0, "out_bytes": st.out_bytes,
+                     "param_bytes": st.param_bytes})
+    print(_table(rows, ["stage", "layers", "fwd_ms", "bwd_ms", "in_bytes", "out_bytes", "param_bytes"]))
+    if args.out:
+        prof.save(args.out)
+        print(f"profile: {args.out}")
+    return 0
+
+
 def _check_backend(backend: str | None, loaded) -> None:
     chosen = backend or loaded.trial.backend
     if chosen != "sim":
@@ -108,6 +152,18 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(fn=_cmd_compare)
+
+    pf = sub.add_parser("profile", help="measure a model preset per layer into a profile file")
+    pf.add_argument("model", nargs="?", help="model preset (see --list)")
+    pf.add_argument("--list", action="store_true", help="list the model presets")
+    pf.add_argument("--out", help="profile JSON to write (format: raytestbed/core/profile.py)")
+    pf.add_argument("--stages", help="print per-stage totals for these start layers, e.g. 0,2,4")
+    pf.add_argument("--batch-size", type=int, help="mini-batch size (default: the preset's)")
+    pf.add_argument("--repeats", type=int, default=5, help="measured runs (median)")
+    pf.add_argument("--warmup", type=int, default=2, help="unmeasured warm-up runs")
+    pf.add_argument("--threads", type=int, default=1, help="torch threads (1 = one emulated GPU per core)")
+    pf.add_argument("--seed", type=int, default=0)
+    pf.set_defaults(fn=_cmd_profile)
 
     pl = sub.add_parser("policies", help="list the available policies")
     pl.set_defaults(fn=_cmd_policies)

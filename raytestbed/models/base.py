@@ -1,0 +1,66 @@
+"""The layered-model contract shared by the model zoo, the profiler and the emulator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class LayeredModel:
+    """A model as consecutive layers.
+
+    Attributes:
+        name: preset name (e.g. ``gpt-small``).
+        layers: the layers in execution order; layer i consumes layer i-1's output.
+        layer_names: a short name per layer.
+        make_input: batch size -> input of layer 0 (float tensor, or token ids).
+        make_target: batch size -> target for ``loss``.
+        loss: (last layer's output, target) -> scalar loss.
+        batch_size: the preset's default mini-batch size.
+    """
+
+    name: str
+    layers: nn.ModuleList
+    layer_names: list[str]
+    make_input: Callable[[int], torch.Tensor]
+    make_target: Callable[[int], torch.Tensor]
+    loss: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+    batch_size: int
+
+    def __post_init__(self) -> None:
+        if len(self.layers) != len(self.layer_names):
+            raise ValueError("one name per layer")
+
+    @property
+    def num_layers(self) -> int:
+        return len(self.layers)
+
+    def stage(self, start: int, end: int) -> nn.Sequential:
+        """Layers ``start`` .. ``end - 1`` as one module (a pipeline stage)."""
+        if not 0 <= start < end <= self.num_layers:
+            raise ValueError(f"{self.name}: bad layer range [{start}, {end}) of {self.num_layers}")
+        return nn.Sequential(*self.layers[start:end])
+
+    def parameter_bytes(self, start: int = 0, end: int | None = None) -> int:
+        """Bytes of trainable parameters of layers ``start`` .. ``end - 1``."""
+        end = self.num_layers if end is None else end
+        return sum(p.numel() * p.element_size() for layer in self.layers[start:end]
+                   for p in layer.parameters() if p.requires_grad)
+
+    def train_step(self, batch_size: int | None = None, optimizer: torch.optim.Optimizer | None = None) -> float:
+        """One real forward + backward (+ optimizer step) over the whole model; returns the loss."""
+        b = batch_size or self.batch_size
+        x = self.make_input(b)
+        for layer in self.layers:
+            x = layer(x)
+        loss = self.loss(x, self.make_target(b))
+        if optimizer is not None:
+            optimizer.zero_grad()
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+        return float(loss.detach())
