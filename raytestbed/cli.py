@@ -48,7 +48,7 @@ def _cmd_run(args) -> int:
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
     print(_table([row], SHOWN))
-    print(f"results: {args.out}")
+    print(f"results: {args.out}  (report: {Path(args.out) / 'report.md'})")
     return 0
 
 
@@ -63,7 +63,7 @@ def _cmd_compare(args) -> int:
         raise RaytestbedError("--policies: give at least one policy id")
     df = compare(loaded, Path(args.out), policies, seed=args.seed, force=args.force, show_progress=not args.quiet)
     print(_table(df.to_dict("records"), [c for c in SHOWN if c in df.columns]))
-    print(f"results: {args.out} (comparison.csv, comparison.png)")
+    print(f"results: {args.out}  (comparison.csv; report: {Path(args.out) / 'report.md'})")
     return 0
 
 

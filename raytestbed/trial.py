@@ -18,6 +18,7 @@ from raytestbed.config import LoadedTrial
 from raytestbed.core.timing import make_iteration_model
 from raytestbed.errors import ConfigError
 from raytestbed.results.plots import comparison_bars
+from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, summarize
 from raytestbed.results.writer import ResultsFolder, dumps
 from raytestbed.schedulers.base import make_policy
@@ -64,6 +65,7 @@ def simulate_into(
     seed: int,
     show_progress: bool = True,
     log_events: bool = True,
+    report: bool = True,
 ) -> dict[str, Any]:
     """Simulate one policy pair and write its results files into ``folder``; return the summary."""
     t0 = time.perf_counter()
@@ -121,6 +123,8 @@ def simulate_into(
         decisions.close()
     rows = job_rows(res.records)
     _write_csv(folder / "jobs.csv", rows)
+    pd.DataFrame(res.busy_gpu_intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
+        folder / "gpu_intervals.csv", index=False)
     summary = summarize(
         rows, res.decision_times_s, cluster.total_gpus,
         policy=pair.placement, network_policy=pair.network, backend="sim", timing=trial.timing.mode,
@@ -134,6 +138,8 @@ def simulate_into(
     import yaml
 
     (folder / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
+    if report:
+        run_report(folder, cluster.total_gpus)
     return summary
 
 
@@ -179,11 +185,12 @@ def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | Non
     with ResultsFolder(out, force=force) as rf:
         rows = []
         for pair in pairs:
-            summary = simulate_into(rf.path / str(pair), loaded, pair, s, show_progress)
+            summary = simulate_into(rf.path / str(pair), loaded, pair, s, show_progress, report=False)
             rows.append(summary)
         cols = [k for k in SUMMARY_KEYS if k in rows[0]]
         df = pd.DataFrame(rows)[cols]
         df["policy"] = names
         df.to_csv(rf.path / "comparison.csv", index=False)
         comparison_bars(df, rf.path / "comparison.png", title=f"{trial.name} ({loaded.cluster_config.name})")
+        compare_report(rf.path)
     return df

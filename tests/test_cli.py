@@ -49,6 +49,10 @@ timing: {mode: flow, iterations_per_coflow: 5}
     # per-flow max-min with equal weights is what the allocator does by default: same result
     assert df["total_jct_s"][0] == pytest.approx(df["total_jct_s"][1])
     assert (out / "fifo" / "jobs.csv").is_file() and (out / "fifo+fair" / "summary.json").is_file()
+    report = (out / "report.md").read_text()
+    assert "fifo+fair" in report and "(fifo/report.md)" in report
+    for png in ("jct_cdf.png", "gpu_utilisation.png", "gantt.png", "decision_latency.png"):
+        assert (out / "fifo" / png).stat().st_size > 1000
     assert (out / "comparison.png").stat().st_size > 1000
     for k in REQUIRED:
         assert k in df.columns
@@ -143,3 +147,11 @@ def test_bad_cli_flag_exits_2():
     with pytest.raises(SystemExit) as e:
         main(["run", str(DEMO), "--backend", "gpu", "--out", "x"])
     assert e.value.code == 2
+
+
+def test_utilisation_series_counts_busy_gpus():
+    from raytestbed.results.report import utilisation_series
+
+    iv = pd.DataFrame({"job_id": [0, 1], "start_s": [0.0, 5.0], "end_s": [10.0, 10.0], "gpus": [2, 2]})
+    ts, u = utilisation_series(iv, total_gpus=4, points=11)
+    assert u[0] == 0.5 and u[6] == 1.0 and u[-1] == 0.0

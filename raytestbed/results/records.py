@@ -86,6 +86,7 @@ def summarize(
         "decision_time_p99_s": float(np.percentile(dt, 99)) if dt.size else 0.0,
         "decision_calls": int(dt.size),
     }
+    out["total_gpus"] = total_gpus
     out.update(meta)
     ordered = {k: out[k] for k in SUMMARY_KEYS if k in out}
     ordered.update({k: v for k, v in out.items() if k not in ordered})

@@ -97,7 +97,7 @@ class SimResult:
     decision_times_s: np.ndarray
     events: int
     end_time_s: float
-    busy_gpu_intervals: list[tuple[float, float, int]] = field(default_factory=list)  #: (start, end, gpus)
+    busy_gpu_intervals: list[tuple[int, float, float, int]] = field(default_factory=list)  #: (job, start, end, gpus)
 
 
 @dataclass
@@ -175,7 +175,7 @@ class Simulator:
         self._progress = progress
         self._unfinished = len(jobs)
         self._arrivals_left = len(jobs)
-        self._busy: list[tuple[float, float, int]] = []
+        self._busy: list[tuple[int, float, float, int]] = []
         # flow mode
         self._alloc = RateAllocator(cluster.link_capacities()) if mode == "flow" else None
         self._flow_owner: dict[tuple, int] = {}
@@ -426,7 +426,7 @@ class Simulator:
 
     def _close_busy(self, jid: int, rj: RunningJob) -> None:
         n = len(rj.placement.gpus)
-        self._busy.append((rj.start_s, self.state.now, n))
+        self._busy.append((jid, rj.start_s, self.state.now, n))
         self.records[jid].gpu_seconds += n * (self.state.now - rj.start_s)
 
     def _finish(self, jid: int) -> None:

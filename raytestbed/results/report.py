@@ -1,0 +1,183 @@
+"""A Markdown report per results folder, with matplotlib PNGs.
+
+For a ``run`` folder: summary table, JCT CDF, GPU utilisation over time, per-job
+Gantt chart of GPU holding intervals, decision-latency histogram. For a ``compare``
+folder: the comparison table and bars, JCT CDFs of all policies on one plot, and
+each policy's own report in its sub-folder.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "total_jct_s", "avg_jct_s",
+                "median_jct_s", "makespan_s", "gpu_utilisation", "decision_time_p50_s", "decision_time_p99_s",
+                "wall_s", "seed"]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return "-" if v is None else str(v)
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+    return "\n".join(lines)
+
+
+def _jct_cdf(ax, jobs: pd.DataFrame, label: str) -> None:
+    jct = np.sort(jobs.loc[jobs["status"] == "finished", "jct_s"].astype(float).to_numpy())
+    if jct.size:
+        ax.step(jct, np.arange(1, jct.size + 1) / jct.size, where="post", label=label)
+
+
+def utilisation_series(intervals: pd.DataFrame, total_gpus: int, points: int = 400):
+    """Busy-GPU fraction over time from (start_s, end_s, gpus) intervals."""
+    if intervals.empty:
+        return np.array([0.0]), np.array([0.0])
+    t_end = float(intervals["end_s"].max())
+    ts = np.linspace(0.0, t_end, points)
+    busy = np.zeros_like(ts)
+    for s, e, g in intervals[["start_s", "end_s", "gpus"]].itertuples(index=False):
+        busy[(ts >= s) & (ts < e)] += g
+    return ts, busy / max(total_gpus, 1)
+
+
+def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int = 200) -> Path:
+    """Write ``report.md`` and PNGs into a ``run`` results folder; returns the report path."""
+    folder = Path(folder)
+    summary = json.loads((folder / "summary.json").read_text())
+    jobs = pd.read_csv(folder / "jobs.csv")
+    iv_path = folder / "gpu_intervals.csv"
+    intervals = pd.read_csv(iv_path) if iv_path.exists() else pd.DataFrame(columns=["job_id", "start_s", "end_s", "gpus"])
+    if total_gpus is None:
+        total_gpus = int(summary.get("total_gpus") or max(1, jobs["gpus"].max()))
+    name = summary.get("policy", "") + (f"+{summary['network_policy']}" if summary.get("network_policy") else "")
+
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    _jct_cdf(ax, jobs, name)
+    ax.set_xscale("log")
+    ax.set_xlabel("JCT (s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(folder / "jct_cdf.png", dpi=100)
+    plt.close(fig)
+
+    ts, util = utilisation_series(intervals, total_gpus)
+    fig, ax = plt.subplots(figsize=(6, 3))
+    ax.plot(ts, util)
+    ax.set_ylim(0, 1.05)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("busy GPUs / all GPUs")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(folder / "gpu_utilisation.png", dpi=100)
+    plt.close(fig)
+
+    shown = sorted(intervals["job_id"].unique())[:max_gantt_jobs] if not intervals.empty else []
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.12 * len(shown) + 1)))
+    for row, jid in enumerate(shown):
+        for s, e, g in intervals.loc[intervals["job_id"] == jid, ["start_s", "end_s", "gpus"]].itertuples(index=False):
+            ax.barh(row, e - s, left=s, height=0.8, color=plt.cm.viridis(min(1.0, np.log2(g + 1) / 6)))
+        arr = float(jobs.loc[jobs["job_id"] == jid, "arrival_s"].iloc[0])
+        ax.plot([arr], [row], "k|", ms=4)
+    ax.set_xlabel("time (s)  (| = arrival, colour = GPUs)")
+    ax.set_ylabel("job (by id)")
+    ax.set_yticks([])
+    fig.tight_layout()
+    fig.savefig(folder / "gantt.png", dpi=100)
+    plt.close(fig)
+
+    walls = []
+    dpath = folder / "decisions.jsonl"
+    if dpath.exists():
+        with open(dpath, encoding="utf-8") as f:
+            walls = [json.loads(line)["wall_s"] for line in f]
+    fig, ax = plt.subplots(figsize=(5, 3))
+    if walls:
+        w = np.asarray(walls) * 1e3
+        ax.hist(w, bins=np.logspace(np.log10(max(w.min(), 1e-4)), np.log10(max(w.max(), 1e-3)), 40))
+        ax.set_xscale("log")
+    ax.set_xlabel("decision wall time (ms), calls that decided something")
+    ax.set_ylabel("calls")
+    fig.tight_layout()
+    fig.savefig(folder / "decision_latency.png", dpi=100)
+    plt.close(fig)
+
+    table = pd.DataFrame([{k: summary.get(k) for k in SUMMARY_ROWS if k in summary}])
+    text = f"""# Report: {summary.get('trial', '')} — {name}
+
+{_md_table(table)}
+
+Files: `jobs.csv` (per job), `events.jsonl`, `decisions.jsonl`, `gpu_intervals.csv`, `config.yaml`.
+Times in seconds. Decision-time percentiles cover every policy call; the histogram shows calls that
+returned decisions.
+
+## JCT distribution
+![JCT CDF](jct_cdf.png)
+
+## GPU utilisation over time
+![GPU utilisation](gpu_utilisation.png)
+
+## Placements over time (first {len(shown)} jobs)
+![Gantt](gantt.png)
+
+## Decision latency
+![Decision latency](decision_latency.png)
+"""
+    out = folder / "report.md"
+    out.write_text(text, encoding="utf-8")
+    return out
+
+
+def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
+    """Write ``report.md`` for a ``compare`` folder (and each policy's own report)."""
+    folder = Path(folder)
+    df = pd.read_csv(folder / "comparison.csv")
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for pol in df["policy"].astype(str):
+        sub = folder / pol
+        if (sub / "jobs.csv").exists():
+            run_report(sub, total_gpus)
+            _jct_cdf(ax, pd.read_csv(sub / "jobs.csv"), pol)
+    ax.set_xscale("log")
+    ax.set_xlabel("JCT (s)")
+    ax.set_ylabel("fraction of jobs")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(folder / "jct_cdf.png", dpi=100)
+    plt.close(fig)
+    best = df.loc[df["total_jct_s"].astype(float).idxmin(), "policy"]
+    links = "\n".join(f"- [{p}]({p}/report.md)" for p in df["policy"].astype(str))
+    cols = [c for c in ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
+                        "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
+    text = f"""# Comparison
+
+{_md_table(df[cols])}
+
+Lowest total JCT: **{best}**.
+
+![total JCT and makespan](comparison.png)
+
+![JCT CDFs](jct_cdf.png)
+
+Per-policy reports:
+{links}
+"""
+    out = folder / "report.md"
+    out.write_text(text, encoding="utf-8")
+    return out
