@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import yaml
 from tqdm import tqdm
 
 from raytestbed.config import LoadedTrial
@@ -20,7 +21,7 @@ from raytestbed.errors import ConfigError
 from raytestbed.results.plots import comparison_bars
 from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, summarize
-from raytestbed.results.writer import ResultsFolder, dumps
+from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
 from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Fault, Simulator
 from raytestbed.traces.registry import load_workload
@@ -122,7 +123,7 @@ def simulate_into(
         events.close()
         decisions.close()
     rows = job_rows(res.records)
-    _write_csv(folder / "jobs.csv", rows)
+    write_csv(folder / "jobs.csv", rows, JOB_COLUMNS)
     pd.DataFrame(res.busy_gpu_intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
         folder / "gpu_intervals.csv", index=False)
     summary = summarize(
@@ -132,35 +133,13 @@ def simulate_into(
         cluster=cluster.name, timing_model=trial.timing.model if trial.timing.mode == "analytic" else "flow",
         policy_params=policy.params(),
     )
-    (folder / "summary.json").write_text(_json(summary), encoding="utf-8")
+    write_json(folder / "summary.json", summary)
     resolved = loaded.resolved()
     resolved.update({"policy": pair.placement, "network_policy": pair.network, "seed": seed})
-    import yaml
-
     (folder / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
     if report:
         run_report(folder, cluster.total_gpus)
     return summary
-
-
-def _json(obj) -> str:
-    import json
-
-    from raytestbed.results.writer import _clean
-
-    return json.dumps(_clean(obj), indent=2) + "\n"
-
-
-def _write_csv(path: Path, rows: list[dict]) -> None:
-    import csv
-    import math
-
-    with open(path, "w", newline="", encoding="utf-8") as f:
-        w = csv.writer(f, lineterminator="\n")
-        w.writerow(JOB_COLUMNS)
-        for r in rows:
-            w.writerow(["" if isinstance(v := r[c], float) and math.isnan(v) else (repr(v) if isinstance(v, float) else v)
-                        for c in JOB_COLUMNS])
 
 
 def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | None = None,

@@ -40,6 +40,21 @@ def dumps(obj: Any) -> str:
     return json.dumps(_clean(obj), separators=(",", ":"), sort_keys=False)
 
 
+def write_json(path: Path, obj: Any) -> None:
+    """Indented JSON with NaN/inf as null."""
+    Path(path).write_text(json.dumps(_clean(obj), indent=2) + "\n", encoding="utf-8")
+
+
+def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> None:
+    """CSV with floats written by ``repr`` (exact and byte-stable across runs); NaN as empty."""
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(columns)
+        for r in rows:
+            w.writerow(["" if (isinstance(v := r.get(c, ""), float) and math.isnan(v)) else
+                        (repr(v) if isinstance(v, float) else v) for c in columns])
+
+
 class ResultsFolder:
     """A results folder under construction; use as a context manager.
 
@@ -91,16 +106,10 @@ class ResultsFolder:
         self.jsonl(name).write(dumps(obj) + "\n")
 
     def write_json(self, name: str, obj: Any) -> None:
-        (self.tmp / name).write_text(json.dumps(_clean(obj), indent=2) + "\n", encoding="utf-8")
+        write_json(self.tmp / name, obj)
 
     def write_yaml(self, name: str, obj: Any) -> None:
         (self.tmp / name).write_text(yaml.safe_dump(obj, sort_keys=False), encoding="utf-8")
 
     def write_csv(self, name: str, rows: list[dict[str, Any]], columns: list[str]) -> None:
-        """CSV with floats written by ``repr`` (exact and byte-stable across runs)."""
-        with open(self.tmp / name, "w", newline="", encoding="utf-8") as f:
-            w = csv.writer(f, lineterminator="\n")
-            w.writerow(columns)
-            for r in rows:
-                w.writerow(["" if (isinstance(v := r.get(c, ""), float) and math.isnan(v)) else
-                            (repr(v) if isinstance(v, float) else v) for c in columns])
+        write_csv(self.tmp / name, rows, columns)
