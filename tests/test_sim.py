@@ -144,3 +144,57 @@ def test_same_input_same_records():
         res = Simulator(c, jobs, make_policy("fifo", seed=7)).run()
         runs.append([(r.job.job_id, r.first_start_s, r.finish_s, r.placement) for r in res.records])
     assert runs[0] == runs[1]
+
+
+class _ResizeAt(Policy):
+    """Starts a job on 1 GPU, then at t=4 resizes it to 2 GPUs."""
+
+    name = "resize-test"
+
+    def __init__(self):
+        super().__init__()
+        self.tick_interval_s = 4.0
+
+    def on_event(self, event, view):
+        if isinstance(event, JobArrived):
+            return [StartJob(event.job.job_id, Placement(((0,),)))]
+        if isinstance(event, Tick) and event.time == 4.0 and 0 in view.running:
+            from raytestbed.schedulers.base import Resize
+            return [Resize(0, Placement(((0, 1),)))]
+        return []
+
+
+def test_resize_changes_workers_and_keeps_progress():
+    c = small_cluster(servers=1, gpus=2)
+    # 1 worker: 1 s/iteration (compute only); 2 workers on one server: ring over NVLink, tiny
+    job = Job(0, 0.0, 10, (Stage(1, StageProfile(0.5, 0.5, 0, 1e3)),), CommPattern.RAR, max_workers=2)
+    res = Simulator(c, [job], _ResizeAt()).run()
+    r = res.records[0]
+    assert r.finish_s == pytest.approx(4.0 + 6 * (1.0 + 2 * 1e3 / 2 / c.intra_bps))
+    assert r.placement == "s0:0x2"
+    # a job without max_workers cannot be resized to another worker count
+    fixed = Job(0, 0.0, 10, (Stage(1, StageProfile(0.5, 0.5, 0, 1e3)),), CommPattern.RAR)
+    from raytestbed.errors import PolicyError
+    with pytest.raises(PolicyError):
+        Simulator(c, [fixed], _ResizeAt()).run()
+
+
+class _HalfRate(Policy):
+    """Network policy giving every flow of job 0 an explicit 25% of a 1e9 B/s NIC."""
+
+    name = "half-rate-test"
+    role = "network"
+
+    def on_event(self, event, view):
+        from raytestbed.schedulers.base import CoflowStarted, SetFlowRates
+        if isinstance(event, CoflowStarted):
+            cf = view.coflows[event.coflow_id]
+            return [SetFlowRates({f.flow_id: 0.25e9 for f in cf.flows})]
+        return []
+
+
+def test_set_flow_rates_overrides_allocator():
+    c = small_cluster(servers=2, gpus=2, nic_gbps=8)  # 1e9 B/s
+    job = rar_job(0, workers=2, iterations=2, fwd=0.0, bwd=0.0, grad_bytes=1e9)
+    res = Simulator(c, [job], _SplitPolicy(), _HalfRate(), mode="flow").run()
+    assert res.records[0].finish_s == pytest.approx(2 * 1e9 / 0.25e9)
