@@ -1,0 +1,90 @@
+"""Parity between two backends (or two timing modes) on the same trial.
+
+Given two ``compare`` folders made from the same trial, seed and policies (for
+instance the simulator and the emulator), report per policy the relative
+difference of total JCT and makespan (``(b - a) / a``), the per-job JCT
+differences, and whether the policy ranking by total JCT agrees. The check passes
+when every |relative difference| <= ``limit`` and the rankings are identical.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+
+def _ranking(df: pd.DataFrame) -> list[str]:
+    return df.sort_values(["total_jct_s", "policy"])["policy"].astype(str).tolist()
+
+
+def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_name: str = "b") -> dict:
+    """Compare two compare-folders; returns a dict with ``policies`` and ``jobs`` DataFrames and the verdict."""
+    a = pd.read_csv(Path(a_dir) / "comparison.csv")
+    b = pd.read_csv(Path(b_dir) / "comparison.csv")
+    common = [p for p in a["policy"].astype(str) if p in set(b["policy"].astype(str))]
+    if not common:
+        raise ValueError("the two folders share no policy")
+    rows, job_frames = [], []
+    for pol in common:
+        ra = a[a["policy"].astype(str) == pol].iloc[0]
+        rb = b[b["policy"].astype(str) == pol].iloc[0]
+        d_total = (rb["total_jct_s"] - ra["total_jct_s"]) / ra["total_jct_s"]
+        d_mk = (rb["makespan_s"] - ra["makespan_s"]) / ra["makespan_s"]
+        ja = pd.read_csv(Path(a_dir) / pol / "jobs.csv")[["job_id", "jct_s"]]
+        jb = pd.read_csv(Path(b_dir) / pol / "jobs.csv")[["job_id", "jct_s"]]
+        j = ja.merge(jb, on="job_id", suffixes=(f"_{a_name}", f"_{b_name}"))
+        j["rel_diff"] = (j[f"jct_s_{b_name}"] - j[f"jct_s_{a_name}"]) / j[f"jct_s_{a_name}"]
+        j.insert(0, "policy", pol)
+        job_frames.append(j)
+        rel = j["rel_diff"].abs().to_numpy()
+        rows.append({
+            "policy": pol,
+            f"total_jct_s_{a_name}": ra["total_jct_s"], f"total_jct_s_{b_name}": rb["total_jct_s"],
+            "total_jct_rel_diff": d_total,
+            f"makespan_s_{a_name}": ra["makespan_s"], f"makespan_s_{b_name}": rb["makespan_s"],
+            "makespan_rel_diff": d_mk,
+            "job_jct_rel_diff_median": float(np.median(rel)) if rel.size else float("nan"),
+            "job_jct_rel_diff_p90": float(np.percentile(rel, 90)) if rel.size else float("nan"),
+            "within_limit": bool(abs(d_total) <= limit and abs(d_mk) <= limit),
+        })
+    pol_df = pd.DataFrame(rows)
+    rank_a = _ranking(a[a["policy"].astype(str).isin(common)])
+    rank_b = _ranking(b[b["policy"].astype(str).isin(common)])
+    ranking_agrees = rank_a == rank_b
+    return {
+        "policies": pol_df,
+        "jobs": pd.concat(job_frames, ignore_index=True),
+        "ranking_a": rank_a,
+        "ranking_b": rank_b,
+        "ranking_agrees": ranking_agrees,
+        "limit": limit,
+        "passed": bool(pol_df["within_limit"].all() and ranking_agrees),
+    }
+
+
+def write_parity(result: dict, out: Path, a_name: str = "a", b_name: str = "b") -> Path:
+    """Write ``parity.csv``, ``parity_jobs.csv`` and ``parity.md`` into ``out``."""
+    out = Path(out)
+    result["policies"].to_csv(out / "parity.csv", index=False)
+    result["jobs"].to_csv(out / "parity_jobs.csv", index=False)
+    df = result["policies"]
+    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
+    for _, r in df.iterrows():
+        lines.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in r) + " |")
+    verdict = "PASS" if result["passed"] else "FAIL"
+    text = f"""# Parity: {a_name} vs {b_name}
+
+Relative differences are ({b_name} - {a_name}) / {a_name}; limit ±{result['limit']:.0%}.
+
+{chr(10).join(lines)}
+
+Ranking by total JCT — {a_name}: {', '.join(result['ranking_a'])}; {b_name}: {', '.join(result['ranking_b'])}
+({'identical' if result['ranking_agrees'] else 'different'}).
+
+**{verdict}**
+"""
+    p = out / "parity.md"
+    p.write_text(text, encoding="utf-8")
+    return p
