@@ -1,0 +1,242 @@
+"""Iteration-count predictors (A-SRPT §IV-C-3, §V-B-2-d; spec asrpt.md §6).
+
+Contract of every predictor::
+
+    p = make_predictor("rf", seed=0)
+    p.fit(groups, users, iterations)      # the completed jobs seen so far (may be empty)
+    p.predict(groups, users)              # -> np.ndarray of int64 iterations >= 0
+    p.predict_one(group, user)            # -> int
+
+* ``rf``: scikit-learn ``RandomForestRegressor(n_estimators=100,
+  criterion="squared_error")`` on (group id, user id), both ordinal codes fitted on
+  the training set (an unseen user of a seen group gets code -1); predictions are
+  rounded to the nearest integer >= 0 (AS-15). A job whose **group** is absent
+  from the training data is predicted 0 (paper: it then finishes at once in the
+  virtual instance).
+* ``mean`` / ``median``: the mean / median iterations of the group's completed
+  jobs (rounded), 0 for an unseen group (AS-16).
+* ``perfect``: the true n_i (A-SRPT-Perfect); only through :meth:`predict_job`.
+
+:class:`OnlinePredictor` wraps one of them for a scheduler: it collects completed
+jobs and refits every ``retrain_every`` completions (the paper retrains "hourly or
+daily"; here counted in completions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from raytestbed.core.job import Job
+from raytestbed.errors import ConfigError
+
+
+class IterationPredictor:
+    """Base class: predicts n_i from (group id, user id)."""
+
+    name = "base"
+    needs_truth = False  #: True for ``perfect``: reads the job's true iterations
+
+    def fit(self, groups: Sequence[str], users: Sequence[str], iterations: Sequence[int]) -> "IterationPredictor":
+        raise NotImplementedError
+
+    def predict(self, groups: Sequence[str], users: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def predict_one(self, group: str, user: str) -> int:
+        return int(self.predict([group], [user])[0])
+
+    def predict_job(self, job: Job) -> int:
+        """ñ_i for one job (uses only its group and user, except ``perfect``)."""
+        return self.predict_one(job.group, job.user)
+
+
+def _round(x: np.ndarray) -> np.ndarray:
+    return np.maximum(0, np.rint(np.asarray(x, dtype=float))).astype(np.int64)
+
+
+class RandomForestPredictor(IterationPredictor):
+    """Random-forest regression on (group id, user id): 100 trees, MSE (A-SRPT §IV-C-3).
+
+    Args:
+        seed: ``random_state`` of the forest.
+        n_estimators: trees (paper: 100).
+        n_jobs: worker threads of scikit-learn (1 by default: deterministic and
+            polite on a shared machine).
+    """
+
+    name = "rf"
+
+    def __init__(self, seed: int = 0, n_estimators: int = 100, n_jobs: int = 1) -> None:
+        self.seed = seed
+        self.n_estimators = n_estimators
+        self.n_jobs = n_jobs
+        self._model = None
+        self._gcode: dict[str, int] = {}
+        self._ucode: dict[str, int] = {}
+        self._cache: dict[tuple[str, str], int] = {}
+
+    def fit(self, groups, users, iterations):
+        from sklearn.ensemble import RandomForestRegressor
+
+        groups, users = list(map(str, groups)), list(map(str, users))
+        y = np.asarray(iterations, dtype=float)
+        if not (len(groups) == len(users) == len(y)):
+            raise ValueError("groups, users and iterations must have the same length")
+        self._gcode = {g: i for i, g in enumerate(sorted(set(groups)))}
+        self._ucode = {u: i for i, u in enumerate(sorted(set(users)))}
+        self._cache = {}
+        if not groups:
+            self._model = None
+            return self
+        X = self._encode(groups, users)
+        self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
+                                            random_state=self.seed, n_jobs=self.n_jobs)
+        self._model.fit(X, y)
+        pairs = sorted(set(zip(groups, users)))  # predict every known pair in one call
+        vals = _round(self._model.predict(self._encode([g for g, _ in pairs], [u for _, u in pairs])))
+        self._cache = dict(zip(pairs, (int(v) for v in vals)))
+        return self
+
+    def _encode(self, groups, users) -> np.ndarray:
+        return np.array([[self._gcode.get(g, -1), self._ucode.get(u, -1)] for g, u in zip(groups, users)],
+                        dtype=float).reshape(-1, 2)
+
+    def predict(self, groups, users):
+        """Predictions are cached per (group, user) until the next fit (the features are only these)."""
+        groups, users = list(map(str, groups)), list(map(str, users))
+        out = np.zeros(len(groups), dtype=np.int64)
+        todo = sorted({(g, u) for g, u in zip(groups, users)
+                       if g in self._gcode and (g, u) not in self._cache})
+        if todo and self._model is not None:
+            vals = _round(self._model.predict(self._encode([g for g, _ in todo], [u for _, u in todo])))
+            self._cache.update(zip(todo, (int(v) for v in vals)))
+        for i, (g, u) in enumerate(zip(groups, users)):
+            if g in self._gcode:  # an unseen group stays 0
+                out[i] = self._cache.get((g, u), 0)
+        return out
+
+
+class GroupStatPredictor(IterationPredictor):
+    """Per-group mean or median of completed jobs' iterations; 0 for an unseen group."""
+
+    def __init__(self, stat: str = "mean") -> None:
+        if stat not in ("mean", "median"):
+            raise ValueError(f"stat must be mean or median, got {stat!r}")
+        self.name = stat
+        self._value: dict[str, int] = {}
+
+    def fit(self, groups, users, iterations):
+        per: dict[str, list[float]] = {}
+        for g, n in zip(groups, iterations):
+            per.setdefault(str(g), []).append(float(n))
+        f = np.mean if self.name == "mean" else np.median
+        self._value = {g: int(_round(f(v))) for g, v in per.items()}
+        return self
+
+    def predict(self, groups, users):
+        return np.array([self._value.get(str(g), 0) for g in groups], dtype=np.int64)
+
+
+class PerfectPredictor(IterationPredictor):
+    """ñ_i = n_i: the true iteration count (A-SRPT-Perfect, §V-A-2)."""
+
+    name = "perfect"
+    needs_truth = True
+
+    def fit(self, groups, users, iterations):
+        return self
+
+    def predict(self, groups, users):
+        raise TypeError("the perfect predictor needs the job (predict_job), not (group, user)")
+
+    def predict_job(self, job: Job) -> int:
+        return int(job.iterations)
+
+
+class GivenPredictor(IterationPredictor):
+    """Uses ``job.predicted_iterations`` set by the workload (e.g. an offline-trained model)."""
+
+    name = "given"
+
+    def fit(self, groups, users, iterations):
+        return self
+
+    def predict(self, groups, users):
+        raise TypeError("the given predictor reads job.predicted_iterations (predict_job)")
+
+    def predict_job(self, job: Job) -> int:
+        if job.predicted_iterations is None:
+            raise ConfigError(f"predictor 'given': job {job.job_id} has no predicted_iterations")
+        return max(0, int(job.predicted_iterations))
+
+
+PREDICTORS = ("rf", "mean", "median", "perfect", "given")
+
+
+def make_predictor(kind: str, seed: int = 0) -> IterationPredictor:
+    """A predictor by name: ``rf``, ``mean``, ``median``, ``perfect`` or ``given``."""
+    if kind == "rf":
+        return RandomForestPredictor(seed=seed)
+    if kind in ("mean", "median"):
+        return GroupStatPredictor(kind)
+    if kind == "perfect":
+        return PerfectPredictor()
+    if kind == "given":
+        return GivenPredictor()
+    raise ConfigError(f"predictor {kind!r}: unknown (known: {', '.join(PREDICTORS)})")
+
+
+class OnlinePredictor:
+    """A predictor fed by job completions, refitted every ``retrain_every`` completions.
+
+    Args:
+        kind: predictor name (:func:`make_predictor`).
+        retrain_every: refit after this many new completions (>= 1).
+        seed: seed of the random forest.
+        history: optional (group, user, iterations) rows known before the run
+            (e.g. the earlier part of a trace); fitted at construction.
+    """
+
+    def __init__(self, kind: str = "rf", retrain_every: int = 50, seed: int = 0,
+                 history: Sequence[tuple[str, str, int]] = ()) -> None:
+        if int(retrain_every) < 1:
+            raise ConfigError(f"retrain_every must be >= 1, got {retrain_every}")
+        self.kind = kind
+        self.model = make_predictor(kind, seed)
+        self.retrain_every = int(retrain_every)
+        self._g: list[str] = []
+        self._u: list[str] = []
+        self._n: list[int] = []
+        self._new = 0
+        self.fits = 0
+        for g, u, n in history:
+            self._add(g, u, n)
+        if self._g and not self.model.needs_truth:
+            self._refit()
+
+    def _add(self, group: str, user: str, iterations: int) -> None:
+        self._g.append(str(group))
+        self._u.append(str(user))
+        self._n.append(int(iterations))
+        self._new += 1
+
+    def _refit(self) -> None:
+        self.model.fit(self._g, self._u, self._n)
+        self._new = 0
+        self.fits += 1
+
+    def observe(self, job: Job, iterations: int) -> bool:
+        """Record a completed job; refit when due. Returns True if it refitted."""
+        if self.kind in ("perfect", "given"):
+            return False
+        self._add(job.group, job.user, iterations)
+        if self._new >= self.retrain_every:
+            self._refit()
+            return True
+        return False
+
+    def predict(self, job: Job) -> int:
+        """ñ_i for an arriving job."""
+        return self.model.predict_job(job)
