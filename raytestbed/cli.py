@@ -1,12 +1,18 @@
 """The ``raytestbed`` command.
 
-    raytestbed run TRIAL.yaml --backend sim --out DIR [--policy NAME] [--seed N] [--force]
-    raytestbed compare TRIAL.yaml --policies A,B,C --backend sim --out DIR [--seed N] [--force]
+    raytestbed run TRIAL.yaml --backend sim|emu --out DIR [--policy NAME] [--seed N] [--force]
+                              [--inject kill_server:1@120s]
+    raytestbed run [TRIAL.yaml] --resume DIR          # continue an interrupted run
+    raytestbed compare TRIAL.yaml --policies A,B,C --backend sim|emu --out DIR [--seed N] [--force] [--inject ...]
+    raytestbed compare [TRIAL.yaml] --resume DIR
+    raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
     raytestbed policies
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
 
 Bad input (config, trace row, flag) prints one line ``raytestbed: error: ...`` and
-exits with status 2; nothing is left half-written.
+exits with status 2; nothing is left half-written, except that an interrupted run
+in which jobs had finished leaves a resumable folder (``--resume DIR``). ``parity``
+exits with status 1 when the check fails.
 """
 
 from __future__ import annotations
@@ -36,35 +42,96 @@ SHOWN = ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s",
          "decision_time_p50_s", "decision_time_p99_s", "wall_s"]
 
 
-def _cmd_run(args) -> int:
+def _load(args, command: str):
+    """The trial, policies, seed, backend and injected faults of a run/compare (from the marker on --resume)."""
     from raytestbed.config import load_trial
+    from raytestbed.trial import read_resumable
+
+    if args.resume:
+        if args.out and Path(args.out) != Path(args.resume):
+            raise RaytestbedError("--resume DIR replaces --out: give one of them")
+        if args.force:
+            raise RaytestbedError("--resume and --force exclude each other")
+        mark = read_resumable(Path(args.resume))
+        if mark.get("command") != command:
+            raise RaytestbedError(f"--resume {args.resume}: it is an interrupted '{mark.get('command')}', "
+                                  f"not '{command}'")
+        trial = args.trial or mark.get("trial")
+        if not trial:
+            raise RaytestbedError(f"--resume {args.resume}: give the trial file")
+        for flag, key in (("seed", "seed"), ("backend", "backend")):
+            given = getattr(args, flag)
+            if given is not None and str(given) != str(mark.get(key)):
+                raise RaytestbedError(f"--{flag} {given}: the interrupted run used {mark.get(key)}")
+        if args.inject:
+            raise RaytestbedError("--inject cannot change the faults of an interrupted run")
+        loaded = load_trial(trial)
+        _check_backend(mark["backend"])
+        return loaded, mark["policies"], mark["seed"], mark["backend"], mark.get("inject") or [], Path(args.resume)
+    if not args.trial or not args.out:
+        raise RaytestbedError(f"{command}: give TRIAL.yaml and --out DIR (or --resume DIR)")
+    loaded = load_trial(args.trial)
+    backend = args.backend or loaded.trial.backend
+    _check_backend(backend)
+    return loaded, None, args.seed, backend, args.inject or [], Path(args.out)
+
+
+def _cmd_run(args) -> int:
     from raytestbed.trial import run
 
-    loaded = load_trial(args.trial)
-    _check_backend(args.backend, loaded)
-    summary = run(loaded, Path(args.out), policy=args.policy, seed=args.seed, force=args.force,
-                  show_progress=not args.quiet)
+    loaded, pols, seed, backend, inject, out = _load(args, "run")
+    policy = pols[0] if pols else args.policy
+    summary = run(loaded, out, policy=policy, seed=seed, force=args.force, show_progress=not args.quiet,
+                  backend=backend, inject=inject, resume=bool(args.resume))
     row = dict(summary)
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
     print(_table([row], SHOWN))
-    print(f"results: {args.out}  (report: {Path(args.out) / 'report.md'})")
+    print(f"results: {out}  (report: {out / 'report.md'})")
     return 0
 
 
 def _cmd_compare(args) -> int:
-    from raytestbed.config import load_trial
     from raytestbed.trial import compare
 
-    loaded = load_trial(args.trial)
-    _check_backend(args.backend, loaded)
-    policies = [p.strip() for p in args.policies.split(",") if p.strip()]
-    if not policies:
-        raise RaytestbedError("--policies: give at least one policy id")
-    df = compare(loaded, Path(args.out), policies, seed=args.seed, force=args.force, show_progress=not args.quiet)
+    loaded, pols, seed, backend, inject, out = _load(args, "compare")
+    if pols is None:
+        if not args.policies:
+            raise RaytestbedError("--policies: give at least one policy id")
+        pols = [p.strip() for p in args.policies.split(",") if p.strip()]
+        if not pols:
+            raise RaytestbedError("--policies: give at least one policy id")
+    df = compare(loaded, out, pols, seed=seed, force=args.force, show_progress=not args.quiet, backend=backend,
+                 inject=inject, resume=bool(args.resume))
     print(_table(df.to_dict("records"), [c for c in SHOWN if c in df.columns]))
-    print(f"results: {args.out}  (comparison.csv; report: {Path(args.out) / 'report.md'})")
+    print(f"results: {out}  (comparison.csv; report: {out / 'report.md'})")
     return 0
+
+
+def _cmd_parity(args) -> int:
+    from raytestbed.config import load_trial
+    from raytestbed.trial import parity_check
+
+    loaded = load_trial(args.trial)
+    backends = tuple(b.strip() for b in args.backends.split(",") if b.strip())
+    if len(backends) != 2:
+        raise RaytestbedError(f"--backends {args.backends!r}: give two backends, e.g. sim,emu")
+    for b in backends:
+        _check_backend(b)
+    pols = [p.strip() for p in (args.policies or "").split(",") if p.strip()]
+    if not pols:
+        t = loaded.trial
+        pols = [t.policy + (f"+{t.network_policy}" if t.network_policy and "+" not in t.policy else "")]
+    res = parity_check(loaded, Path(args.out), pols, backends, seed=args.seed, limit=args.limit, force=args.force,
+                       show_progress=not args.quiet, inject=args.inject)
+    df = res["policies"]
+    print(_table(df.to_dict("records"), list(df.columns)))
+    print(f"ranking by total JCT: {res['a']}: {', '.join(res['ranking_a'])}; "
+          f"{res['b']}: {', '.join(res['ranking_b'])} ({'same' if res['ranking_agrees'] else 'DIFFERENT'})")
+    verdict = "PASS" if res["passed"] else "FAIL"
+    print(f"parity {verdict} (limit ±{res['limit']:.0%} on total JCT and makespan, identical ranking); "
+          f"report: {Path(args.out) / 'parity.md'}")
+    return 0 if res["passed"] else 1
 
 
 def _cmd_policies(args) -> int:
@@ -122,10 +189,17 @@ def _cmd_profile(args) -> int:
     return 0
 
 
-def _check_backend(backend: str | None, loaded) -> None:
-    chosen = backend or loaded.trial.backend
-    if chosen != "sim":
-        raise RaytestbedError(f"--backend {chosen}: only the 'sim' backend is available in this version")
+def _check_backend(backend: str) -> None:
+    """Refuse a backend this installation cannot run (one line, exit 2)."""
+    from raytestbed.trial import BackendSpec
+
+    spec = BackendSpec.parse(backend)
+    if spec.name == "emu":
+        from raytestbed.emu.backend import emulator_missing
+
+        missing = emulator_missing()
+        if missing:
+            raise RaytestbedError(f"--backend {backend}: the emulator is not available: {missing}")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,25 +207,44 @@ def build_parser() -> argparse.ArgumentParser:
                                 "emulate DDL job scheduling policies.")
     sub = p.add_subparsers(dest="command", required=True)
 
+    backends = ["sim", "sim:analytic", "sim:flow", "emu", "emu:replay", "emu:real"]
+    inject_help = "inject a fault, e.g. kill_server:1@120s (server 1 dies at t = 120 s); repeatable"
+    resume_help = "continue the interrupted run in DIR (finished jobs are kept, see docs/trials.md)"
     r = sub.add_parser("run", help="run one trial with one policy (or policy pair a+b)")
-    r.add_argument("trial", help="trial YAML file (see docs/trials.md)")
-    r.add_argument("--backend", choices=["sim"], default=None, help="backend (default: the trial's)")
-    r.add_argument("--out", required=True, help="results folder to create")
+    r.add_argument("trial", nargs="?", help="trial YAML file (see docs/trials.md)")
+    r.add_argument("--backend", choices=backends, default=None, help="backend (default: the trial's)")
+    r.add_argument("--out", help="results folder to create")
     r.add_argument("--policy", help="policy id, or placement+network pair (default: the trial's)")
     r.add_argument("--seed", type=int, help="seed (default: the trial's)")
     r.add_argument("--force", action="store_true", help="replace an existing results folder")
+    r.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
+    r.add_argument("--resume", metavar="DIR", help=resume_help)
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=_cmd_run)
 
     c = sub.add_parser("compare", help="run several policies on the same jobs side by side")
-    c.add_argument("trial")
-    c.add_argument("--policies", required=True, help="comma-separated policy ids, e.g. fifo,asrpt")
-    c.add_argument("--backend", choices=["sim"], default=None)
-    c.add_argument("--out", required=True)
+    c.add_argument("trial", nargs="?")
+    c.add_argument("--policies", help="comma-separated policy ids, e.g. fifo,asrpt")
+    c.add_argument("--backend", choices=backends, default=None)
+    c.add_argument("--out")
     c.add_argument("--seed", type=int)
     c.add_argument("--force", action="store_true")
+    c.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
+    c.add_argument("--resume", metavar="DIR", help=resume_help)
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(fn=_cmd_compare)
+
+    pa = sub.add_parser("parity", help="run a trial on two backends and compare JCTs, makespan and ranking")
+    pa.add_argument("trial")
+    pa.add_argument("--out", required=True, help="folder for both compare folders and parity.md")
+    pa.add_argument("--policies", help="comma-separated policy ids (default: the trial's policy)")
+    pa.add_argument("--backends", default="sim,emu", help="two backends, e.g. sim,emu or sim:analytic,sim:flow")
+    pa.add_argument("--limit", type=float, default=0.10, help="pass limit on |relative difference| (0.10 = 10%%)")
+    pa.add_argument("--seed", type=int)
+    pa.add_argument("--force", action="store_true")
+    pa.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
+    pa.add_argument("--quiet", action="store_true")
+    pa.set_defaults(fn=_cmd_parity)
 
     pf = sub.add_parser("profile", help="measure a model preset per layer into a profile file")
     pf.add_argument("model", nargs="?", help="model preset (see --list)")
@@ -179,7 +272,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"raytestbed: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("raytestbed: interrupted; no results folder was written", file=sys.stderr)
+        out = getattr(args, "resume", None) or getattr(args, "out", None)
+        if out and (Path(out) / "RESUMABLE.json").exists():
+            print(f"raytestbed: interrupted; finished jobs are journaled in {out}: continue with "
+                  f"'raytestbed {args.command} --resume {out}'", file=sys.stderr)
+        else:
+            print("raytestbed: interrupted; no results folder was written", file=sys.stderr)
         return 130
 
 

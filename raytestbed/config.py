@@ -102,6 +102,18 @@ class TimingConfig(_Strict):
     iterations_per_coflow: PositiveInt = 1
 
 
+class EmuConfig(_Strict):
+    """The ``emu:`` section: how ``--backend emu`` runs the trial (see docs/emulator.md, docs/trials.md)."""
+
+    time_scale: PositiveFloat = Field(
+        10.0, description="emulated seconds per wall second (10: one wall second is ten seconds of the emulated cluster)")
+    compute: Literal["replay", "real"] = Field(
+        "replay", description="replay: hold each emulated GPU for the profiled time; real: run the PyTorch stages")
+    address: str | None = Field(None, description="Ray cluster address to attach to (default: start a local Ray)")
+    progress_s: PositiveFloat = Field(
+        1.0, description="wall seconds between fabric polls for coflow events and bytes sent")
+
+
 class TrialConfig(_Strict):
     """A trial file: cluster + workload + policy + backend + seed."""
 
@@ -116,6 +128,7 @@ class TrialConfig(_Strict):
     policy_params: dict[str, dict[str, Any]] = Field(default_factory=dict)
     timing: TimingConfig = Field(default_factory=TimingConfig)
     backend: Literal["sim", "emu"] = "sim"
+    emu: EmuConfig = Field(default_factory=EmuConfig, description="emulator settings (backend emu only)")
     faults: list[str] = Field(default_factory=list, description='e.g. "kill_server:1@120s"')
 
 

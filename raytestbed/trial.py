@@ -1,11 +1,17 @@
-"""Run a trial: build cluster, jobs and policies from a trial file, simulate, write results.
+"""Run a trial: build cluster, jobs and policies from a trial file, run them on a backend, write results.
 
-Used by ``raytestbed run`` and ``raytestbed compare`` (see :mod:`raytestbed.cli`).
+Used by ``raytestbed run``, ``compare`` and ``parity`` (see :mod:`raytestbed.cli`).
+Backends: ``sim`` (the discrete-event simulator, :mod:`raytestbed.sim.engine`) and
+``emu`` (the Ray emulated cluster, :mod:`raytestbed.emu.backend`). Both produce the
+same job records; every finished job is journaled at once (``journal.jsonl``,
+:mod:`raytestbed.results.journal`) so an interrupted trial can be resumed.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,12 +23,13 @@ from tqdm import tqdm
 
 from raytestbed.config import LoadedTrial
 from raytestbed.core.timing import make_iteration_model
-from raytestbed.errors import ConfigError
+from raytestbed.errors import ConfigError, RaytestbedError
+from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
 from raytestbed.results.plots import comparison_bars
 from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, summarize
 from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
-from raytestbed.schedulers.base import make_policy
+from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.sim.engine import Fault, Simulator
 from raytestbed.traces.registry import load_workload
 
@@ -59,17 +66,104 @@ def parse_fault(text: str) -> Fault:
     return Fault(m.group(1), int(m.group(2)), float(m.group(3)))
 
 
-def simulate_into(
+def with_faults(loaded: LoadedTrial, specs: list[str] | None) -> LoadedTrial:
+    """The trial with extra faults (``--inject``), each validated like the trial's own ``faults``."""
+    if not specs:
+        return loaded
+    extra = []
+    for text in specs:
+        for part in text.split(","):
+            if part.strip():
+                parse_fault(part)
+                extra.append(part.strip())
+    trial = loaded.trial.model_copy(update={"faults": [*loaded.trial.faults, *extra]})
+    return loaded.model_copy(update={"trial": trial})
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """A backend, optionally with a mode: ``sim``, ``sim:analytic``, ``sim:flow``, ``emu``, ``emu:replay``,
+    ``emu:real`` (the mode overrides the trial's ``timing.mode`` resp. ``emu.compute``)."""
+
+    name: str
+    mode: str | None = None
+
+    _MODES = {"sim": ("analytic", "flow"), "emu": ("replay", "real")}
+
+    @classmethod
+    def parse(cls, text: str) -> "BackendSpec":
+        name, _, mode = text.strip().partition(":")
+        if name not in cls._MODES:
+            raise ConfigError(f"backend {text!r}: expected sim or emu, optionally with ':mode'")
+        if mode and mode not in cls._MODES[name]:
+            raise ConfigError(f"backend {text!r}: mode must be one of {', '.join(cls._MODES[name])}")
+        return cls(name, mode or None)
+
+    @property
+    def label(self) -> str:
+        return self.name + (f"-{self.mode}" if self.mode else "")
+
+    def apply(self, loaded: LoadedTrial) -> LoadedTrial:
+        """The trial with this backend's mode override applied."""
+        if self.mode is None:
+            return loaded
+        t = loaded.trial
+        if self.name == "sim":
+            t = t.model_copy(update={"timing": t.timing.model_copy(update={"mode": self.mode})})
+        else:
+            t = t.model_copy(update={"emu": t.emu.model_copy(update={"compute": self.mode})})
+        return loaded.model_copy(update={"trial": t})
+
+
+def _as_spec(backend: str | BackendSpec | None, loaded: LoadedTrial) -> BackendSpec:
+    if isinstance(backend, BackendSpec):
+        return backend
+    return BackendSpec.parse(backend or loaded.trial.backend)
+
+
+class _FinishedJournal:
+    """Journal each job as it finishes (called from the backend's event callback)."""
+
+    def __init__(self, writer: JournalWriter, backend) -> None:
+        self.writer = writer
+        self.backend = backend
+        self._seen = 0
+        self._intervals: dict[int, list] = {}
+
+    def __call__(self, jid: int) -> None:
+        busy = self.backend._busy
+        for j, s, e, g in busy[self._seen:]:
+            self._intervals.setdefault(j, []).append((s, e, g))
+        self._seen = len(busy)
+        rec = self.backend.records[jid]
+        extra = self.backend.job_extra(jid) if hasattr(self.backend, "job_extra") else None
+        self.writer.finished(job_rows([rec])[0], self._intervals.pop(jid, []), extra)
+
+
+def run_into(
     folder: Path,
     loaded: LoadedTrial,
     pair: PolicyPair,
     seed: int,
+    backend: str | BackendSpec | None = None,
     show_progress: bool = True,
     log_events: bool = True,
     report: bool = True,
+    previous: JournalState | None = None,
 ) -> dict[str, Any]:
-    """Simulate one policy pair and write its results files into ``folder``; return the summary."""
+    """Run one policy pair on a backend and write its results files into ``folder``; return the summary.
+
+    ``previous``: the journal of an interrupted run of the same trial; its finished jobs keep their
+    records and are not run again (semantics: :mod:`raytestbed.results.journal`).
+    """
     t0 = time.perf_counter()
+    spec = _as_spec(backend, loaded)
+    if spec.name == "emu":
+        from raytestbed.emu.backend import emulator_missing
+
+        if (missing := emulator_missing()):
+            raise RaytestbedError(f"backend emu: the emulator is not available: {missing}")
+    loaded = spec.apply(loaded)
     trial = loaded.trial
     folder.mkdir(parents=True, exist_ok=True)
     cluster = loaded.cluster_config.build()
@@ -81,7 +175,7 @@ def simulate_into(
     netpol = None
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, **params.get(pair.network, {}))
-        if trial.timing.mode != "flow":
+        if trial.timing.mode != "flow" and spec.name == "sim":
             raise ConfigError(f"network policy {pair.network!r} needs timing.mode: flow (the trial says "
                               f"{trial.timing.mode!r})")
     try:
@@ -93,83 +187,241 @@ def simulate_into(
         if f.target >= cluster.num_servers:
             raise ConfigError(f"fault {f.kind}:{f.target}: the cluster has servers 0..{cluster.num_servers - 1}")
 
-    events = open(folder / "events.jsonl", "w", encoding="utf-8")
-    decisions = open(folder / "decisions.jsonl", "w", encoding="utf-8")
-    bar = tqdm(total=len(jobs), desc=str(pair), unit="job", disable=None if show_progress else True,
-               leave=False, mininterval=0.5)
+    header = {"trial": trial.name, "policy": str(pair), "backend": spec.label, "seed": seed, "jobs": len(jobs),
+              "jobs_fingerprint": jobs_fingerprint(jobs), "faults": list(trial.faults)}
+    to_run = jobs
+    if previous is not None:
+        previous.check(header, str(folder))
+        to_run = [j for j in jobs if j.job_id not in previous.rows]
+    journal = JournalWriter(folder / JOURNAL, header, previous)
+
+    events = open(folder / "events.jsonl", "a" if previous is not None else "w", encoding="utf-8")
+    decisions = open(folder / "decisions.jsonl", "a" if previous is not None else "w", encoding="utf-8")
+    done0 = len(jobs) - len(to_run)
+    bar = tqdm(total=len(jobs), initial=done0, desc=f"{pair} ({spec.label})", unit="job",
+               disable=None if show_progress else True, leave=False, mininterval=0.5)
+    holder: dict[str, Any] = {}
 
     def on_event(ev):
         if log_events:
             events.write(dumps(ev.to_json()) + "\n")
+        if isinstance(ev, JobFinished):
+            holder["journal"](ev.job_id)
 
     def on_decisions(ev, name, dt, ds):
         decisions.write(dumps({"t": ev.time, "policy": name, "event": ev.kind, "wall_s": dt,
                                "decisions": [d.to_json() for d in ds]}) + "\n")
 
     last = [0]
+    step = 1 if spec.name == "emu" else 50
 
     def progress(done, total):
-        if done - last[0] >= 50 or done == total:
+        if done - last[0] >= step or done == total:
             bar.update(done - last[0])
             last[0] = done
 
+    emu_info: dict[str, Any] = {}
     try:
-        sim = Simulator(cluster, jobs, policy, netpol, mode=trial.timing.mode, model=model,
-                        iterations_per_coflow=trial.timing.iterations_per_coflow, faults=faults,
-                        on_event=on_event, on_decisions=on_decisions, progress=progress)
-        res = sim.run()
+        if spec.name == "sim":
+            engine = Simulator(cluster, to_run, policy, netpol, mode=trial.timing.mode, model=model,
+                               iterations_per_coflow=trial.timing.iterations_per_coflow, faults=faults,
+                               on_event=on_event, on_decisions=on_decisions, progress=progress)
+            holder["journal"] = _FinishedJournal(journal, engine)
+            res = engine.run()
+        else:
+            from raytestbed.emu.backend import run_emulated
+
+            res, engine, emu_info = run_emulated(
+                cluster, to_run, policy, netpol, trial.emu, faults=faults, on_event=on_event,
+                on_decisions=on_decisions, progress=progress,
+                on_engine=lambda eng: holder.__setitem__("journal", _FinishedJournal(journal, eng)))
     finally:
         bar.close()
         events.close()
         decisions.close()
+        journal.close()
     rows = job_rows(res.records)
-    write_csv(folder / "jobs.csv", rows, JOB_COLUMNS)
-    pd.DataFrame(res.busy_gpu_intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
+    columns = list(JOB_COLUMNS)
+    if spec.name == "emu":
+        columns += _add_measured(rows, engine)
+    intervals = list(res.busy_gpu_intervals)
+    if previous is not None:
+        rows = sorted([*rows, *previous.rows.values()], key=lambda r: int(r["job_id"]))
+        intervals = sorted([*previous.intervals, *intervals], key=lambda iv: (iv[1], iv[0]))
+    write_csv(folder / "jobs.csv", rows, columns)
+    pd.DataFrame(intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
         folder / "gpu_intervals.csv", index=False)
-    summary = summarize(
-        rows, res.decision_times_s, cluster.total_gpus,
-        policy=pair.placement, network_policy=pair.network, backend="sim", timing=trial.timing.mode,
+    meta: dict[str, Any] = dict(
+        policy=pair.placement, network_policy=pair.network, backend=spec.name, timing=trial.timing.mode,
         events=res.events, wall_s=time.perf_counter() - t0, seed=seed, trial=trial.name,
         cluster=cluster.name, timing_model=trial.timing.model if trial.timing.mode == "analytic" else "flow",
-        policy_params=policy.params(),
+        policy_params=policy.params(), faults=list(trial.faults),
     )
+    if spec.name == "emu":
+        meta["timing"] = "measured"
+        meta["timing_model"] = "measured"
+        meta["emulation"] = emu_info
+    if previous is not None:
+        meta["resumed"] = {"journaled_jobs": len(previous.rows), "rerun_jobs": len(to_run)}
+    summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
     write_json(folder / "summary.json", summary)
     resolved = loaded.resolved()
-    resolved.update({"policy": pair.placement, "network_policy": pair.network, "seed": seed})
+    resolved.update({"policy": pair.placement, "network_policy": pair.network, "seed": seed,
+                     "backend": spec.name})
     (folder / "config.yaml").write_text(yaml.safe_dump(resolved, sort_keys=False), encoding="utf-8")
     if report:
         run_report(folder, cluster.total_gpus)
     return summary
 
 
+def _add_measured(rows: list[dict[str, Any]], engine) -> list[str]:
+    """Add the emulator's measured per-iteration statistics to job rows; return the new column names."""
+    cols = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
+            "measured_comm_mean_s"]
+    for r in rows:
+        r.update(engine.measured_stats(int(r["job_id"])))
+    return cols
+
+
+def simulate_into(folder: Path, loaded: LoadedTrial, pair: PolicyPair, seed: int, show_progress: bool = True,
+                  log_events: bool = True, report: bool = True) -> dict[str, Any]:
+    """Simulate one policy pair into ``folder`` (the ``sim`` backend of :func:`run_into`)."""
+    return run_into(folder, loaded, pair, seed, BackendSpec("sim"), show_progress, log_events, report)
+
+
+def _marker(command: str, loaded: LoadedTrial, policies: list[str], seed: int, backend: BackendSpec,
+            inject: list[str] | None) -> dict[str, Any]:
+    return {"command": command, "trial": str(loaded.path.resolve()) if loaded.path else None,
+            "policies": policies, "seed": seed, "backend": backend.name + (f":{backend.mode}" if backend.mode else ""),
+            "inject": list(inject or [])}
+
+
+def read_resumable(folder: Path) -> dict[str, Any]:
+    """The ``RESUMABLE.json`` marker of an interrupted results folder (one-line error if absent)."""
+    p = Path(folder) / RESUMABLE
+    if not p.is_file():
+        done = (Path(folder) / "summary.json").exists() or (Path(folder) / "comparison.csv").exists()
+        why = "it is complete" if done else f"it has no {RESUMABLE} (not an interrupted trial)"
+        raise RaytestbedError(f"--resume {folder}: cannot resume: {why}")
+    return json.loads(p.read_text(encoding="utf-8"))
+
+
 def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | None = None,
-        force: bool = False, show_progress: bool = True, log_events: bool = True) -> dict[str, Any]:
-    """``raytestbed run``: one policy (pair) into ``out``; returns the summary."""
+        force: bool = False, show_progress: bool = True, log_events: bool = True,
+        backend: str | BackendSpec | None = None, inject: list[str] | None = None,
+        resume: bool = False) -> dict[str, Any]:
+    """``raytestbed run``: one policy (pair) into ``out``; returns the summary.
+
+    ``inject``: extra faults (``kill_server:1@120s``); ``resume``: continue the interrupted run in ``out``.
+    """
+    loaded = with_faults(loaded, inject)
     trial = loaded.trial
     pair = PolicyPair.parse(policy or trial.policy, None if policy else trial.network_policy)
-    with ResultsFolder(out, force=force) as rf:
-        return simulate_into(rf.path, loaded, pair, trial.seed if seed is None else seed, show_progress, log_events)
+    s = trial.seed if seed is None else seed
+    spec = _as_spec(backend, loaded)
+    previous = read_journal(Path(out) / JOURNAL) if resume else None
+    marker = _marker("run", loaded, [str(pair)], s, spec, inject)
+    with ResultsFolder(out, force=force or resume, resumable=marker) as rf:
+        return run_into(rf.path, loaded, pair, s, spec, show_progress, log_events, previous=previous)
 
 
-def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | None = None,
-            force: bool = False, show_progress: bool = True) -> pd.DataFrame:
-    """``raytestbed compare``: several policies on the same jobs; one sub-folder each plus
-    ``comparison.csv`` and ``comparison.png``."""
+def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed: int,
+                 backend: BackendSpec, show_progress: bool = True, previous_dir: Path | None = None) -> pd.DataFrame:
+    """Run each policy pair into ``path/<pair>/`` and write ``comparison.csv``, ``comparison.png``, ``report.md``.
+
+    ``previous_dir``: an interrupted compare folder; policies it completed are copied, a policy it
+    interrupted resumes from its journal.
+    """
+    rows = []
+    for pair in pairs:
+        sub = path / str(pair)
+        old = previous_dir / str(pair) if previous_dir is not None else None
+        if old is not None and (old / "summary.json").is_file():
+            shutil.copytree(old, sub)
+            summary = json.loads((sub / "summary.json").read_text(encoding="utf-8"))
+        else:
+            prev = read_journal(old / JOURNAL) if old is not None and (old / JOURNAL).is_file() else None
+            summary = run_into(sub, loaded, pair, seed, backend, show_progress, report=False, previous=prev)
+        rows.append(summary)
+    names = [str(p) for p in pairs]
+    cols = [k for k in SUMMARY_KEYS if k in rows[0]]
+    df = pd.DataFrame(rows)[cols]
+    df["policy"] = names
+    df.to_csv(path / "comparison.csv", index=False)
+    comparison_bars(df, path / "comparison.png",
+                    title=f"{loaded.trial.name} ({loaded.cluster_config.name}, {backend.label})")
+    compare_report(path)
+    return df
+
+
+def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:
     trial = loaded.trial
     pairs = [PolicyPair.parse(p, trial.network_policy) for p in policies]
     names = [str(p) for p in pairs]
     if len(set(names)) != len(names):
         raise ConfigError(f"--policies lists a policy twice: {', '.join(names)}")
-    s = trial.seed if seed is None else seed
+    for p in pairs:  # fail on an unknown policy before anything runs
+        make_policy(p.placement, "placement", trial.seed, **trial.policy_params.get(p.placement, {}))
+        if p.network:
+            make_policy(p.network, "network", trial.seed, **trial.policy_params.get(p.network, {}))
+    return pairs
+
+
+def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | None = None,
+            force: bool = False, show_progress: bool = True, backend: str | BackendSpec | None = None,
+            inject: list[str] | None = None, resume: bool = False) -> pd.DataFrame:
+    """``raytestbed compare``: several policies on the same jobs; one sub-folder each plus
+    ``comparison.csv`` and ``comparison.png``."""
+    loaded = with_faults(loaded, inject)
+    pairs = _pairs(loaded, policies)
+    s = loaded.trial.seed if seed is None else seed
+    spec = _as_spec(backend, loaded)
+    marker = _marker("compare", loaded, [str(p) for p in pairs], s, spec, inject)
+    if resume:
+        # move the interrupted folder aside: the new run copies what it finished
+        prev_dir = Path(out).with_name(Path(out).name + ".resuming")
+        if prev_dir.exists():
+            shutil.rmtree(prev_dir)
+        Path(out).rename(prev_dir)
+        try:
+            with ResultsFolder(out, force=True, resumable=marker) as rf:
+                df = compare_into(rf.path, loaded, pairs, s, spec, show_progress, previous_dir=prev_dir)
+        except BaseException:
+            if Path(out).exists():
+                shutil.rmtree(prev_dir, ignore_errors=True)  # the new interrupted folder holds everything
+            else:
+                prev_dir.rename(out)  # nothing new was kept: put the interrupted folder back
+            raise
+        shutil.rmtree(prev_dir, ignore_errors=True)
+        return df
+    with ResultsFolder(out, force=force, resumable=marker) as rf:
+        return compare_into(rf.path, loaded, pairs, s, spec, show_progress)
+
+
+def parity_check(loaded: LoadedTrial, out: Path, policies: list[str], backends: tuple[str, str] = ("sim", "emu"),
+                 seed: int | None = None, limit: float = 0.10, force: bool = False, show_progress: bool = True,
+                 inject: list[str] | None = None) -> dict[str, Any]:
+    """``raytestbed parity``: the same trial, seed, jobs and policies on two backends.
+
+    Writes ``out/<backend a>/`` and ``out/<backend b>/`` (compare folders), then ``parity.csv``,
+    ``parity_jobs.csv`` and ``parity.md`` (:mod:`raytestbed.results.parity`); returns the parity result.
+    """
+    from raytestbed.results.parity import parity, write_parity
+
+    if not 0 < limit < 10:
+        raise ConfigError(f"--limit {limit}: give a relative limit such as 0.10")
+    loaded = with_faults(loaded, inject)
+    pairs = _pairs(loaded, policies)
+    specs = [BackendSpec.parse(b) for b in backends]
+    if len(specs) != 2 or specs[0].label == specs[1].label:
+        raise ConfigError(f"--backends {','.join(backends)}: give two different backends, e.g. sim,emu")
+    s = loaded.trial.seed if seed is None else seed
     with ResultsFolder(out, force=force) as rf:
-        rows = []
-        for pair in pairs:
-            summary = simulate_into(rf.path / str(pair), loaded, pair, s, show_progress, report=False)
-            rows.append(summary)
-        cols = [k for k in SUMMARY_KEYS if k in rows[0]]
-        df = pd.DataFrame(rows)[cols]
-        df["policy"] = names
-        df.to_csv(rf.path / "comparison.csv", index=False)
-        comparison_bars(df, rf.path / "comparison.png", title=f"{trial.name} ({loaded.cluster_config.name})")
-        compare_report(rf.path)
-    return df
+        for spec in specs:
+            (rf.path / spec.label).mkdir()
+            compare_into(rf.path / spec.label, loaded, pairs, s, spec, show_progress)
+        res = parity(rf.path / specs[0].label, rf.path / specs[1].label, limit=limit,
+                     a_name=specs[0].label.replace("-", "_"), b_name=specs[1].label.replace("-", "_"))
+        write_parity(res, rf.path, specs[0].label.replace("-", "_"), specs[1].label.replace("-", "_"))
+    res["a"], res["b"] = specs[0].label, specs[1].label
+    return res

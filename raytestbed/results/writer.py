@@ -2,7 +2,11 @@
 
 A run writes into ``<out>.partial-<pid>`` next to the target and renames it to
 ``<out>`` only when everything is written, so a crash or Ctrl-C never leaves a
-half-written results folder (the partial folder is removed on error).
+half-written results folder (the partial folder is removed on error) — except
+when the run is *resumable*: if at least one job had finished (a
+``journal.jsonl`` with finished-job records exists, see
+:mod:`raytestbed.results.journal`), the partial folder is moved to ``<out>``
+with a ``RESUMABLE.json`` marker, and ``--resume <out>`` continues it.
 
 Folder contents: ``config.yaml`` (resolved trial), ``jobs.csv``, ``events.jsonl``,
 ``decisions.jsonl``, ``summary.json`` and, for comparisons, ``comparison.csv``
@@ -55,6 +59,15 @@ def write_csv(path: Path, rows: list[dict[str, Any]], columns: list[str]) -> Non
                         (repr(v) if isinstance(v, float) else v) for c in columns])
 
 
+def _has_finished_jobs(folder: Path) -> bool:
+    """True if any ``journal.jsonl`` under ``folder`` records a finished job."""
+    for j in Path(folder).rglob("journal.jsonl"):
+        with open(j, encoding="utf-8") as f:
+            if any('"kind":"finished"' in line for line in f):
+                return True
+    return False
+
+
 class ResultsFolder:
     """A results folder under construction; use as a context manager.
 
@@ -63,11 +76,15 @@ class ResultsFolder:
         force: replace an existing folder instead of refusing.
     """
 
-    def __init__(self, out: str | os.PathLike, force: bool = False) -> None:
+    def __init__(self, out: str | os.PathLike, force: bool = False, resumable: dict[str, Any] | None = None) -> None:
         self.out = Path(out)
         if self.out.exists() and any(self.out.iterdir()) and not force:
-            raise RaytestbedError(f"{self.out}: results folder exists and is not empty (use --force to replace it)")
+            hint = " or --resume to continue it" if (self.out / "RESUMABLE.json").exists() else ""
+            raise RaytestbedError(f"{self.out}: results folder exists and is not empty (use --force to replace it"
+                                  f"{hint})")
         self.force = force
+        self.resumable = resumable
+        self.preserved = False
         self.tmp = self.out.with_name(f"{self.out.name}.partial-{os.getpid()}")
         self._streams: dict[str, Any] = {}
 
@@ -81,8 +98,17 @@ class ResultsFolder:
         for f in self._streams.values():
             f.close()
         if exc_type is not None:
+            if self.resumable is not None and _has_finished_jobs(self.tmp):
+                write_json(self.tmp / "RESUMABLE.json", self.resumable)
+                self._replace_out()
+                self.preserved = True
+                return
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
+        (self.tmp / "RESUMABLE.json").unlink(missing_ok=True)
+        self._replace_out()
+
+    def _replace_out(self) -> None:
         if self.out.exists():
             old = self.out.with_name(f"{self.out.name}.old-{os.getpid()}")
             os.replace(self.out, old)
