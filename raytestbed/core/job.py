@@ -77,6 +77,44 @@ class Stage:
             raise ValueError(f"Stage.replicas must be >= 1, got {self.replicas}")
 
 
+Flow = tuple[int, int, float]  #: (src server, dst server, bytes)
+
+
+@dataclass(frozen=True, slots=True)
+class JobTraffic:
+    """Traffic of a job given explicitly instead of derived from its pattern and profile.
+
+    Attributes:
+        coflows: if non-empty, the coflows of every iteration, in order (a chain with
+            Starts-After dependencies, Parrot Def. 1-2); each is a tuple of flows
+            ``(src server, dst server, bytes)`` with absolute server ids, used whatever
+            the GPU placement (trace-given coflows, worked examples).
+        compute_s: compute time of one iteration before its first coflow, seconds;
+            None = the profile's p^f + p^b (Parrot §7 eq. 36 computation gap).
+        max_flow_bytes: PS jobs only: every worker<->PS flow of every push/pull coflow
+            gets a fresh size drawn uniformly from (0, L], L = this many bytes
+            (Parrot §6.1 "coflow length"); None = h / #PS from the profile.
+        seed: seeds those draws (one stream per job, iteration and coflow).
+    """
+
+    coflows: tuple[tuple[Flow, ...], ...] = ()
+    compute_s: float | None = None
+    max_flow_bytes: float | None = None
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "coflows", tuple(tuple((int(s), int(d), float(b)) for s, d, b in cf)
+                                                  for cf in self.coflows))
+        for k, cf in enumerate(self.coflows):
+            for s, d, b in cf:
+                if not (b >= 0.0) or s < 0 or d < 0:
+                    raise ValueError(f"JobTraffic coflow {k}: bad flow ({s}, {d}, {b})")
+        if self.compute_s is not None and not (self.compute_s >= 0.0):
+            raise ValueError(f"JobTraffic.compute_s must be >= 0, got {self.compute_s!r}")
+        if self.max_flow_bytes is not None and not (self.max_flow_bytes > 0.0):
+            raise ValueError(f"JobTraffic.max_flow_bytes must be > 0, got {self.max_flow_bytes!r}")
+
+
 @dataclass(slots=True)
 class Job:
     """One training job.
@@ -96,6 +134,8 @@ class Job:
         duration_hint_s: the trace's run time, when the job came from a trace.
         extra: policy-specific parameters (e.g. GADGET utility λ's), never read
             by the core.
+        traffic: explicit per-iteration traffic (:class:`JobTraffic`); ``None`` =
+            derived from ``comm`` and the stage profiles (flow timing only).
     """
 
     job_id: int
@@ -112,6 +152,7 @@ class Job:
     max_workers: int | None = None
     duration_hint_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    traffic: JobTraffic | None = None
 
     def __post_init__(self) -> None:
         self.stages = tuple(self.stages)

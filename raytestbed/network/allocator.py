@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["RateAllocator", "UnknownFlowError", "UnknownLinkError"]
+__all__ = ["RateAllocator", "UnknownFlowError", "UnknownLinkError", "max_min_rates"]
 
 #: Relative tolerance: a link whose unused capacity is at most
 #: ``RTOL * C_l`` counts as saturated, a flow within ``RTOL`` of its cap as capped.
@@ -255,6 +255,22 @@ class RateAllocator:
             self._rates = dict(zip(self._flow_ids, self._rate_arr.tolist()))
             self._load = None
             self._values_dirty = False
+
+
+def max_min_rates(
+    inc_flow: np.ndarray,
+    inc_link: np.ndarray,
+    weight: np.ndarray,
+    cap: np.ndarray,
+    capacity: np.ndarray,
+) -> np.ndarray:
+    """Weighted max-min fair rates (bytes/s) for flows given as arrays (what :class:`RateAllocator`
+    computes, without building one): flow ``inc_flow[k]`` crosses link ``inc_link[k]``, incidences
+    grouped by flow; ``weight``, ``cap`` (bytes/s, inf = none) per flow; ``capacity`` (bytes/s, > 0)
+    per link. For policies that recompute an allocation from scratch at every decision."""
+    return _progressive_filling(np.asarray(inc_flow, dtype=np.intp), np.asarray(inc_link, dtype=np.intp),
+                                np.asarray(weight, dtype=float), np.asarray(cap, dtype=float),
+                                np.asarray(capacity, dtype=float))
 
 
 def _progressive_filling(

@@ -15,11 +15,19 @@ One iteration of a job is a compute phase followed by one or more coflows:
 Flows of one coflow between the same pair of servers are merged into one flow
 (one connection per server pair); flows inside one server are kept with
 ``src == dst`` and are limited by the intra-server bandwidth only.
+
+A job's :attr:`Job.traffic` (:class:`~raytestbed.core.job.JobTraffic`) overrides
+this: explicit coflows with absolute servers, an explicit compute time, or PS
+flows of random size U(0, L] drawn afresh for every coflow (Parrot §6.1; when
+several worker-PS pairs share a server pair the merged flow's size is
+(pairs x L) x one U(0, 1] draw).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
@@ -41,6 +49,16 @@ class IterationTraffic:
 
     compute_s: float
     coflows: tuple[tuple[Flow, ...], ...]
+    random_sizes: bool = False
+    seed: tuple[int, ...] = ()
+
+    def coflow(self, cycle: int, idx: int) -> tuple[Flow, ...]:
+        """The flows of coflow ``idx`` of iteration ``cycle`` (bytes drawn per coflow if random)."""
+        cf = self.coflows[idx]
+        if not self.random_sizes or not cf:
+            return cf
+        u = 1.0 - np.random.default_rng((*self.seed, cycle, idx)).random(len(cf))  # in (0, 1]
+        return tuple((s, d, b * float(x)) for (s, d, b), x in zip(cf, u))
 
     @property
     def bytes(self) -> float:
@@ -65,12 +83,28 @@ def _ring(servers: list[int], hop_bytes: float) -> list[Flow]:
 def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> IterationTraffic:
     """The compute time and coflows of one iteration of ``job`` placed at ``placement``."""
     srv = [[cluster.server_of(g) for g in gpus] for gpus in placement.stage_gpus]
+    spec = job.traffic
+    compute = None if spec is None else spec.compute_s
+    if spec is not None and spec.coflows:
+        for k, cf in enumerate(spec.coflows):
+            for s, d, _ in cf:
+                if not (0 <= s < cluster.num_servers and 0 <= d < cluster.num_servers):
+                    raise ValueError(f"job {job.job_id}: coflow {k} names server {max(s, d)}, "
+                                     f"the cluster has {cluster.num_servers}")
+        if compute is None:
+            compute = max(st.profile.compute_s for st in job.stages)
+        return IterationTraffic(compute, tuple(_merge(list(cf)) for cf in spec.coflows))
     if job.comm is CommPattern.PS:
         h = job.stages[0].profile.param_bytes
         share = h / job.num_ps
+        random_sizes = spec is not None and spec.max_flow_bytes is not None
+        if random_sizes:
+            share = spec.max_flow_bytes
         push = [(w, p, share) for w in srv[0] for p in placement.ps_servers]
         pull = [(p, w, share) for p in placement.ps_servers for w in srv[0]]
-        return IterationTraffic(job.stages[0].profile.compute_s, (_merge(push), _merge(pull)))
+        return IterationTraffic(job.stages[0].profile.compute_s if compute is None else compute,
+                                (_merge(push), _merge(pull)), random_sizes,
+                                (spec.seed, job.job_id) if random_sizes else ())
     flows: list[Flow] = []
     for s, st in enumerate(job.stages):
         k = st.replicas
@@ -82,6 +116,7 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
                 for b in srv[s + 1]:
                     flows.append((a, b, per_pair))
                     flows.append((b, a, per_pair))
-    compute = max(st.profile.compute_s for st in job.stages)
+    if compute is None:
+        compute = max(st.profile.compute_s for st in job.stages)
     coflow = _merge(flows)
     return IterationTraffic(compute, (coflow,) if coflow else ())

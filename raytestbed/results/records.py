@@ -18,6 +18,7 @@ JOB_COLUMNS = [
     "job_id", "status", "arrival_s", "first_start_s", "finish_s", "jct_s", "queue_s",
     "gpus", "servers", "iterations", "predicted_iterations", "iteration_time_s",
     "preemptions", "failures", "gpu_seconds", "model", "comm", "stages", "user", "group", "placement",
+    "lower_bound_s",
 ]
 
 SUMMARY_KEYS = [
@@ -55,6 +56,7 @@ def job_rows(records: Iterable[Any]) -> list[dict[str, Any]]:
             "user": j.user,
             "group": j.group,
             "placement": r.placement,
+            "lower_bound_s": getattr(r, "lower_bound_s", math.nan),
         })
     return rows
 
@@ -86,6 +88,10 @@ def summarize(
         "decision_time_p99_s": float(np.percentile(dt, 99)) if dt.size else 0.0,
         "decision_calls": int(dt.size),
     }
+    lb = df["lower_bound_s"].astype(float) if "lower_bound_s" in df else pd.Series(dtype=float)
+    if len(fin) and lb.notna().any():
+        # Parrot Thm 3: sum over jobs of (sum of O3 CCTs + compute); JCT = finish - arrival
+        out["total_lower_bound_s"] = float(lb[fin.index].sum())
     out["total_gpus"] = total_gpus
     out.update(meta)
     ordered = {k: out[k] for k in SUMMARY_KEYS if k in out}

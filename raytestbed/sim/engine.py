@@ -14,7 +14,9 @@ running job progresses:
   max-min allocator (:mod:`raytestbed.network.allocator`), so contention
   *emerges*; a network policy may set weights or rates. ``iterations_per_coflow``
   = q lumps q iterations into one cycle (q x compute, q x bytes) to bound the
-  event count; q = 1 is exact.
+  event count; q = 1 is exact. Each job's record also gets its *lower bound*
+  (Parrot Thm 3 with the §7 compute extension): the sum over the coflows it ran
+  of their stand-alone optimal CCT (O3, eq. 26) plus its compute time.
 
 Same events at the same time are ordered: completions, then faults, then
 arrivals, then ticks; ties by insertion order. Deterministic for a given input.
@@ -38,6 +40,7 @@ from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
 from raytestbed.core.timing import IterationModel, AsrptModel
 from raytestbed.errors import PolicyError
 from raytestbed.network.allocator import RateAllocator
+from raytestbed.network.o3 import o3_cct
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
 from raytestbed.schedulers.base import (
     CoflowFinished,
@@ -87,6 +90,7 @@ class JobRecord:
     preemptions: int = 0
     failures: int = 0
     gpu_seconds: float = 0.0
+    lower_bound_s: float = math.nan  #: flow mode: sum of O3 CCTs of its coflows + compute, seconds
 
 
 @dataclass
@@ -182,6 +186,8 @@ class Simulator:
         self._rates: dict[tuple, float] = {}
         self._rate_override: dict[tuple, float] = {}
         self._job_weight: dict[int, float] = {}
+        self._egress = {s.server_id: s.nic_egress_bps for s in cluster.servers}
+        self._ingress = {s.server_id: s.nic_ingress_bps for s in cluster.servers}
         self._net_version = 0
         self._net_last = 0.0
         for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
@@ -469,7 +475,12 @@ class Simulator:
         run.coflow_idx = -1
         run.cycle_start_s = self.state.now
         q = min(self.q, max(1, math.ceil(self._remaining(jid))))
+        self._add_lower_bound(jid, q * run.traffic.compute_s)
         self._push(self.state.now + q * run.traffic.compute_s, _P_DONE, ("compute", jid, run.version))
+
+    def _add_lower_bound(self, jid: int, seconds: float) -> None:
+        rec = self.records[jid]
+        rec.lower_bound_s = seconds if math.isnan(rec.lower_bound_s) else rec.lower_bound_s + seconds
 
     def _start_coflow(self, jid: int, idx: int) -> None:
         run = self._runs[jid]
@@ -483,7 +494,10 @@ class Simulator:
         w = self._job_weight.get(jid, 1.0)
         infos = []
         total = 0.0
-        for n, (src, dst, b) in enumerate(traffic.coflows[idx]):
+        flows = traffic.coflow(run.cycle, idx)
+        intra = max((b * q / self.cluster.intra_bps for s, d, b in flows if s == d), default=0.0)
+        self._add_lower_bound(jid, max(intra, q * o3_cct(flows, self._egress, self._ingress)))
+        for n, (src, dst, b) in enumerate(flows):
             fid = (jid, run.cycle, idx, n)
             vol = b * q
             run.flows[fid] = [vol, vol]

@@ -1,0 +1,239 @@
+"""Per-flow rates for the active coflows of several jobs, computed on arrays.
+
+Building blocks of the coflow network policies (``parrot``, ``aalo``, ``lccf``;
+spec parrot.md §3.3-3.4, §6.2). Rates are bytes/s, volumes bytes, times seconds.
+
+* :class:`FlowTable` turns the active coflows of a :class:`ClusterView` into
+  arrays (flow ids, coflow index, src/dst server, remaining bytes, link
+  incidences), caching the static part of every coflow.
+* :func:`o3_scaled_rates`: every coflow's stand-alone optimum O3 on its remaining
+  bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27), times a per-coflow share
+  (Parrot Alg. 1 S7-9: W_l / sum W).
+* :func:`global_factor`: Alg. 1 S10, the largest common factor phi that keeps
+  every link within capacity, phi = min_{l: L_l > 0} C_l / L_l.
+* :func:`fill_residual`: an extension of S10 (not the paper's rule): the
+  capacity left after the common factor is shared by weighted max-min (the core
+  allocator's progressive filling) among flows whose links all have spare
+  capacity, so afterwards every flow crosses a saturated link.
+* :func:`priority_fill`: greedy coflow-level filling in priority order (spec
+  §6.2, impl.): each coflow gets its O3 rates times min{1, min_l R_l / b_l}.
+
+Links are the cluster's: every server's NIC egress and ingress, plus rack
+up/down links for inter-rack flows when racks exist. Flows inside one server
+cross no link and run at the intra-server rate ``intra_bps``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.state import ClusterView
+from raytestbed.network.allocator import max_min_rates
+
+#: relative slack below which a link counts as saturated
+SATURATED_RTOL = 1e-9
+#: remaining bytes below this are rounded up, so a flow that is (numerically) done
+#: still gets a positive rate and completes at once
+MIN_BYTES = 1.0
+
+
+class LinkIndex:
+    """Link numbering for one cluster: egress m -> m, ingress m -> N+m, rack up/down after."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        n = cluster.num_servers
+        self.n_servers = n
+        self.egress = np.array([s.nic_egress_bps for s in cluster.servers], dtype=float)
+        self.ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
+        racks = cluster.racks
+        self.rack = np.array([-1 if s.rack is None else s.rack for s in cluster.servers], dtype=np.intp)
+        up = np.array([r.uplink_bps for r in racks], dtype=float)
+        down = np.array([r.downlink_bps for r in racks], dtype=float)
+        self.n_racks = len(racks)
+        self.capacity = np.concatenate([self.egress, self.ingress, up, down])
+        self.intra_bps = float(cluster.intra_bps)
+
+    def incidences(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(flow index, link index) pairs, grouped by flow, for flows ``src -> dst`` (intra flows: none)."""
+        n = self.n_servers
+        f = np.arange(src.size, dtype=np.intp)
+        net = src != dst
+        fl = [f[net], f[net]]
+        li = [src[net], n + dst[net]]
+        if self.n_racks:
+            rs, rd = self.rack[src], self.rack[dst]
+            cross = net & (rs >= 0) & (rd >= 0) & (rs != rd)
+            fl += [f[cross], f[cross]]
+            li += [2 * n + rs[cross], 2 * n + self.n_racks + rd[cross]]
+        inc_flow = np.concatenate(fl)
+        inc_link = np.concatenate(li)
+        order = np.argsort(inc_flow, kind="stable")
+        return inc_flow[order], inc_link[order]
+
+
+@dataclass
+class Flows:
+    """The flows of the active coflows, coflow by coflow (arrays share the flow index)."""
+
+    flow_ids: list[tuple]
+    coflow_ids: list[tuple]
+    coflow_job: list[int]  #: job id of each coflow
+    cf: np.ndarray  #: coflow index of each flow
+    src: np.ndarray
+    dst: np.ndarray
+    remaining: np.ndarray  #: bytes left, at least MIN_BYTES
+    inc_flow: np.ndarray
+    inc_link: np.ndarray
+
+    @property
+    def n_coflows(self) -> int:
+        return len(self.coflow_ids)
+
+
+class FlowTable:
+    """Reads the active coflows of a view into :class:`Flows`, caching each coflow's static arrays."""
+
+    def __init__(self) -> None:
+        self._links: LinkIndex | None = None
+        self._cluster: Cluster | None = None
+        self._static: dict[tuple, tuple[int, list[tuple], np.ndarray, np.ndarray]] = {}
+
+    def links(self, cluster: Cluster) -> LinkIndex:
+        if self._cluster is not cluster:
+            self._cluster = cluster
+            self._links = LinkIndex(cluster)
+            self._static.clear()
+        return self._links  # type: ignore[return-value]
+
+    def read(self, view: ClusterView, coflow_ids: list[tuple] | None = None) -> Flows:
+        """The flows of ``coflow_ids`` (default: every active coflow, by job arrival, job id)."""
+        links = self.links(view.cluster)
+        active = view.coflows
+        if coflow_ids is None:
+            running = view.running
+            coflow_ids = sorted(active, key=lambda c: (running[active[c].job_id].job.arrival_s, c))
+        fids: list[tuple] = []
+        cfs, srcs, dsts, rems = [], [], [], []
+        jobs = []
+        live = set()
+        for k, cid in enumerate(coflow_ids):
+            info = active[cid]
+            jobs.append(info.job_id)
+            n = len(info.flows)
+            hit = self._static.get(cid)
+            if hit is None or hit[0] != n:
+                src = np.fromiter((f.src for f in info.flows), dtype=np.intp, count=n)
+                dst = np.fromiter((f.dst for f in info.flows), dtype=np.intp, count=n)
+                hit = (n, [f.flow_id for f in info.flows], src, dst)
+                self._static[cid] = hit
+            live.add(cid)
+            fids.extend(hit[1])
+            srcs.append(hit[2])
+            dsts.append(hit[3])
+            cfs.append(np.full(n, k, dtype=np.intp))
+            rems.append(np.fromiter((f.remaining_bytes for f in info.flows), dtype=float, count=n))
+        if len(self._static) > 4 * max(1, len(live)) + 64:
+            self._static = {c: v for c, v in self._static.items() if c in live}
+        cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt))
+        src, dst = cat(srcs, np.intp), cat(dsts, np.intp)
+        inc_flow, inc_link = links.incidences(src, dst)
+        return Flows(fids, list(coflow_ids), jobs, cat(cfs, np.intp), src, dst,
+                     np.maximum(cat(rems, float), MIN_BYTES), inc_flow, inc_link)
+
+
+def o3_gamma(flows: Flows, links: LinkIndex) -> np.ndarray:
+    """Gamma~ of every coflow on its remaining bytes (eq. 26), seconds; 0 if it has no fabric flow."""
+    c, n = flows.n_coflows, links.n_servers
+    net = flows.src != flows.dst
+    cf, rem = flows.cf[net], flows.remaining[net]
+    sent = np.bincount(cf * n + flows.src[net], weights=rem, minlength=c * n).reshape(c, n)
+    recv = np.bincount(cf * n + flows.dst[net], weights=rem, minlength=c * n).reshape(c, n)
+    if c == 0:
+        return np.zeros(0)
+    return np.maximum((sent / links.egress).max(axis=1), (recv / links.ingress).max(axis=1))
+
+
+def o3_scaled_rates(flows: Flows, links: LinkIndex, share: np.ndarray) -> np.ndarray:
+    """b^(O3) (eq. 27) of every flow times its coflow's ``share``; intra-server flows get intra_bps."""
+    gamma = o3_gamma(flows, links)
+    net = flows.src != flows.dst
+    rates = np.full(flows.remaining.size, links.intra_bps)
+    g = gamma[flows.cf[net]]
+    rates[net] = flows.remaining[net] / g * share[flows.cf[net]]
+    return rates
+
+
+def link_loads(flows: Flows, links: LinkIndex, rates: np.ndarray) -> np.ndarray:
+    """Total rate on every link, bytes/s."""
+    return np.bincount(flows.inc_link, weights=rates[flows.inc_flow], minlength=links.capacity.size)
+
+
+def global_factor(flows: Flows, links: LinkIndex, rates: np.ndarray) -> float:
+    """Alg. 1 S10: phi = min over loaded links of capacity / load (inf if no link is loaded)."""
+    load = link_loads(flows, links, rates)
+    used = load > 0
+    return float((links.capacity[used] / load[used]).min()) if used.any() else float("inf")
+
+
+def scale_fabric(flows: Flows, rates: np.ndarray, factor: float) -> np.ndarray:
+    """Multiply the rates of fabric flows (not intra-server ones) by ``factor``."""
+    out = rates.copy()
+    net = flows.src != flows.dst
+    out[net] *= factor
+    return out
+
+
+def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Share the capacity left by ``rates`` by weighted max-min among flows whose links all have
+    spare capacity (``weights`` per flow); returns the new rates. Afterwards every fabric flow
+    crosses a saturated link (work conservation in the strong sense)."""
+    cap = links.capacity
+    residual = cap - link_loads(flows, links, rates)
+    full = residual <= SATURATED_RTOL * cap
+    blocked = np.zeros(rates.size, dtype=bool)
+    blocked[flows.inc_flow[full[flows.inc_link]]] = True
+    net = flows.src != flows.dst
+    elig = net & ~blocked
+    if not elig.any():
+        return rates
+    idx = np.flatnonzero(elig)
+    pos = np.full(rates.size, -1, dtype=np.intp)
+    pos[idx] = np.arange(idx.size)
+    keep = elig[flows.inc_flow]
+    extra = max_min_rates(pos[flows.inc_flow[keep]], flows.inc_link[keep], weights[idx],
+                          np.full(idx.size, np.inf), np.maximum(residual, 0.0))
+    out = rates.copy()
+    out[idx] += extra
+    return out
+
+
+def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: bool = False) -> np.ndarray:
+    """Greedy filling: coflows in ``order`` (coflow indices) each get their O3 rates times
+    min{1, min_l R_l / b_l} of the capacity R left by earlier ones (spec parrot.md §6.2).
+    ``first_only``: coflows after the first get rate 0 (the "-wo-WC" baselines)."""
+    base = o3_scaled_rates(flows, links, np.ones(flows.n_coflows))
+    net = flows.src != flows.dst
+    rates = np.where(net, 0.0, base)
+    residual = links.capacity.copy()
+    # incidence ranges per coflow (incidences are grouped by flow, flows by coflow)
+    inc_cf = flows.cf[flows.inc_flow]
+    starts = np.searchsorted(inc_cf, np.arange(flows.n_coflows + 1))
+    fstarts = np.searchsorted(flows.cf, np.arange(flows.n_coflows + 1))
+    for n, c in enumerate(order):
+        if first_only and n > 0:
+            break
+        a, b = starts[c], starts[c + 1]
+        fa, fb = fstarts[c], fstarts[c + 1]
+        lk = flows.inc_link[a:b]
+        if lk.size == 0:
+            continue
+        load = np.bincount(lk, weights=base[flows.inc_flow[a:b]], minlength=residual.size)
+        used = load > 0
+        factor = min(1.0, float((np.maximum(residual[used], 0.0) / load[used]).min()))
+        sl = slice(fa, fb)
+        rates[sl] = np.where(net[sl], base[sl] * factor, base[sl])
+        residual -= load * factor
+    return rates

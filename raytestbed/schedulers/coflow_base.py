@@ -1,0 +1,92 @@
+"""Shared driver of the coflow network policies (Parrot, Aalo, LCCF; spec parrot.md §3.5, §6).
+
+A coflow policy recomputes the rate of every active flow when it observes a
+scheduling event (a coflow becomes valid or completes, Parrot Alg. 1 S1) and
+emits them as one :class:`SetFlowRates`; rates stay frozen between decisions.
+
+Observation (spec PR-11): with ``observe_interval_s`` = None (default) events
+are observed at once. With eta > 0 the policy only looks at multiples of eta
+(a :class:`Tick`): a newly valid coflow gets rate 0 until the next tick, the
+bandwidth of a finished coflow stays unused until then.
+
+Subclasses implement :meth:`CoflowPolicy.compute_rates` on a
+:class:`~raytestbed.network.coflow_rates.Flows` table.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+
+from raytestbed.core.state import ClusterView
+from raytestbed.errors import PolicyError
+from raytestbed.network.coflow_rates import Flows, FlowTable, LinkIndex
+from raytestbed.schedulers.base import (
+    CoflowFinished,
+    CoflowStarted,
+    Decision,
+    Event,
+    Policy,
+    SetFlowRates,
+    Tick,
+)
+
+
+class CoflowPolicy(Policy):
+    """Base class: event/tick handling and the SetFlowRates output; not registered itself."""
+
+    role = "network"
+
+    def __init__(self, seed: int = 0, observe_interval_s: float | None = None) -> None:
+        super().__init__(seed)
+        if observe_interval_s is not None and not (observe_interval_s > 0):
+            raise PolicyError(f"{self.name}: observe_interval_s must be > 0 seconds or null, "
+                              f"got {observe_interval_s!r}")
+        self.observe_interval_s = observe_interval_s
+        self.tick_interval_s = observe_interval_s
+        self._table = FlowTable()
+        self._dirty = False
+        self._last_sig: tuple | None = None
+
+    def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
+        if self.observe_interval_s is None:
+            if isinstance(event, (CoflowStarted, CoflowFinished)):
+                return self.decide(view)
+            return []
+        if isinstance(event, CoflowStarted):
+            self._dirty = True
+            info = view.coflows.get(event.coflow_id)
+            if info is None:
+                return []
+            return [SetFlowRates({f.flow_id: 0.0 for f in info.flows})]  # wait for the next tick
+        if isinstance(event, CoflowFinished):
+            self._dirty = True
+        elif isinstance(event, Tick) and self._dirty:
+            self._dirty = False
+            return self.decide(view)
+        return []
+
+    def decide(self, view: ClusterView) -> list[Decision]:
+        """Rates for every flow of every active coflow (nothing if the active set did not change)."""
+        active = view.coflows
+        sig = (view.now, tuple(sorted((c, len(i.flows)) for c, i in active.items())))
+        if sig == self._last_sig or not active:
+            self._last_sig = sig
+            return []
+        self._last_sig = sig
+        flows = self._table.read(view)
+        rates = self.compute_rates(flows, self._table.links(view.cluster), view)
+        return [SetFlowRates(dict(zip(flows.flow_ids, rates.tolist())))]
+
+    def rates_for(self, view: ClusterView) -> tuple[Flows, np.ndarray]:
+        """The flow table and the rates the policy would set now (for tests and benchmarks)."""
+        flows = self._table.read(view)
+        return flows, self.compute_rates(flows, self._table.links(view.cluster), view)
+
+    @abstractmethod
+    def compute_rates(self, flows: Flows, links: LinkIndex, view: ClusterView) -> np.ndarray:
+        """Rate (bytes/s) of every flow in ``flows``."""
+
+    def params(self) -> dict:
+        return {"observe_interval_s": self.observe_interval_s}

@@ -1,0 +1,153 @@
+"""Parrot: coflow-aware bandwidth scheduling of parameter-server jobs (spec parrot.md §3).
+
+At every observed event (a coflow becomes valid or completes; Alg. 1 S1) for the
+jobs with an active coflow J_Omega (the jobs in a communication phase, §7):
+
+1. LPCAS (Def. 5, S3): the inferred SRPT job is argmin of the key
+   (A_m, S_m, arrival, id), A_m = S_m / Z_m with S_m the bytes the job has sent and
+   Z_m its completed coflows; A_m = +inf while Z_m = 0 (spec PR-1; option
+   ``zero_coflows: plus_one`` uses S_m / (Z_m + 1)). Ascending, per Def. 5 (PR-2).
+2. Occupancy ratio (eq. 10, S4):
+   theta = min{theta_max, (1/|J|)^(1 / (ln(S/unit + 1) + 1))}, S = sum of S_m in
+   bytes (``bytes_unit``), floored at 1/|J| (PR-5). ``theta_mode: max`` uses
+   theta_max as soon as any byte was sent (the paper's Fig. 2 worked example).
+3. Weights (eq. 11, S5-6): W_max = theta / (1 - theta) (|J| - 1) for the inferred
+   job, 1 for the others; a lone job has share 1 (PR-4).
+4. Weighted scaling (S7-9): every coflow's O3 rates on its remaining bytes
+   (eqs. 26-27) times W / sum W.
+5. Work conservation (S10): all rates times phi = min_l C_l / L_l (one global
+   factor, the paper's rule). With ``fill_residual`` (default) the capacity still
+   left is then shared by weighted max-min (the core allocator) among flows whose
+   links all have room, so no link keeps spare capacity while a flow through it
+   could use more (an extension, spec PR-7). ``parrot-wo-wc`` skips step 5.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from raytestbed.core.state import ClusterView
+from raytestbed.errors import PolicyError
+from raytestbed.network.coflow_rates import (
+    Flows,
+    LinkIndex,
+    fill_residual,
+    global_factor,
+    o3_scaled_rates,
+    scale_fabric,
+)
+from raytestbed.schedulers.base import register_policy
+from raytestbed.schedulers.coflow_base import CoflowPolicy
+
+
+def parrot_theta(n_jobs: int, bytes_sent: float, theta_max: float, mode: str = "eq10",
+                 bytes_unit: float = 1.0) -> float:
+    """Occupancy ratio of the inferred job (eq. 10), floored at the fair share 1/|J| (PR-5)."""
+    fair = 1.0 / n_jobs
+    if mode == "max":
+        theta = theta_max if bytes_sent > 0 else fair
+    else:
+        theta = min(theta_max, fair ** (1.0 / (math.log(bytes_sent / bytes_unit + 1.0) + 1.0)))
+    return max(theta, fair)
+
+
+def parrot_w_max(theta: float, n_jobs: int) -> float:
+    """W_max = theta / (1 - theta) * (|J| - 1) (eq. 11)."""
+    return theta / (1.0 - theta) * (n_jobs - 1)
+
+
+def lpcas_key(bytes_sent: float, coflows_done: int, arrival_s: float, job_id: int,
+              zero_coflows: str = "inf") -> tuple:
+    """Sort key of LPCAS (Def. 5): least per-coflow attained service first."""
+    if zero_coflows == "plus_one":
+        a = bytes_sent / (coflows_done + 1)
+    else:
+        a = bytes_sent / coflows_done if coflows_done > 0 else math.inf
+    return (a, bytes_sent, arrival_s, job_id)
+
+
+@register_policy
+class ParrotPolicy(CoflowPolicy):
+    """Parrot (LPCAS + eq. 10/11 weights + O3 scaling + work conservation)."""
+
+    name = "parrot"
+    description = "Parrot: LPCAS-inferred SRPT job weighted by occupancy ratio, O3 coflow rates, work conserving"
+    work_conserving = True
+
+    def __init__(self, seed: int = 0, theta_max: float = 0.9, theta_mode: str = "eq10",
+                 bytes_unit: float = 1.0, zero_coflows: str = "inf", fill_residual: bool = True,
+                 observe_interval_s: float | None = None) -> None:
+        super().__init__(seed, observe_interval_s)
+        if not (0.0 < theta_max < 1.0):
+            raise PolicyError(f"{self.name}: theta_max must be in (0, 1), got {theta_max!r}")
+        if theta_mode not in ("eq10", "max"):
+            raise PolicyError(f"{self.name}: theta_mode must be 'eq10' or 'max', got {theta_mode!r}")
+        if zero_coflows not in ("inf", "plus_one"):
+            raise PolicyError(f"{self.name}: zero_coflows must be 'inf' or 'plus_one', got {zero_coflows!r}")
+        if not (bytes_unit > 0):
+            raise PolicyError(f"{self.name}: bytes_unit must be > 0, got {bytes_unit!r}")
+        self.theta_max = float(theta_max)
+        self.theta_mode = theta_mode
+        self.bytes_unit = float(bytes_unit)
+        self.zero_coflows = zero_coflows
+        self.fill_residual = bool(fill_residual)
+        self.last_theta = math.nan
+        self.last_inferred: int | None = None
+
+    def job_weights(self, jobs: list[int], view: ClusterView) -> dict[int, float]:
+        """Alg. 1 S3-6: weight of every job in J_Omega (the jobs with an active coflow)."""
+        running = view.running
+        n = len(jobs)
+        if n == 1:
+            self.last_theta, self.last_inferred = 1.0, jobs[0]
+            return {jobs[0]: 1.0}
+        keys = {}
+        total = 0.0
+        for j in jobs:
+            rj = running[j]
+            total += rj.bytes_sent
+            keys[j] = lpcas_key(rj.bytes_sent, rj.coflows_done, rj.job.arrival_s, j, self.zero_coflows)
+        inferred = min(jobs, key=keys.__getitem__)
+        theta = parrot_theta(n, total, self.theta_max, self.theta_mode, self.bytes_unit)
+        self.last_theta, self.last_inferred = theta, inferred
+        w = {j: 1.0 for j in jobs}
+        w[inferred] = parrot_w_max(theta, n)
+        return w
+
+    def compute_rates(self, flows: Flows, links: LinkIndex, view: ClusterView) -> np.ndarray:
+        jobs = list(dict.fromkeys(flows.coflow_job))
+        w = self.job_weights(jobs, view)
+        cf_w = np.array([w[j] for j in flows.coflow_job], dtype=float)
+        # one active coflow per job (spec §2.1); if a job had several they would split its weight
+        per_job = {j: 0 for j in jobs}
+        for j in flows.coflow_job:
+            per_job[j] += 1
+        cf_w /= np.array([per_job[j] for j in flows.coflow_job], dtype=float)
+        share = cf_w / cf_w.sum()
+        rates = o3_scaled_rates(flows, links, share)
+        phi = global_factor(flows, links, rates)
+        if not math.isfinite(phi):
+            return rates
+        if self.work_conserving:
+            rates = scale_fabric(flows, rates, phi)
+            if self.fill_residual:
+                rates = fill_residual(flows, links, rates, cf_w[flows.cf])
+        elif phi < 1.0:  # only a rack link can be over-subscribed by the scaled O3 rates
+            rates = scale_fabric(flows, rates, phi)
+        return rates
+
+    def params(self) -> dict:
+        return {"theta_max": self.theta_max, "theta_mode": self.theta_mode, "bytes_unit": self.bytes_unit,
+                "zero_coflows": self.zero_coflows,
+                "fill_residual": self.fill_residual and self.work_conserving, **super().params()}
+
+
+@register_policy
+class ParrotWoWcPolicy(ParrotPolicy):
+    """Parrot without the work-conserving step (Alg. 1 S10 disabled)."""
+
+    name = "parrot-wo-wc"
+    description = "Parrot without work conservation (step 10 of Alg. 1 skipped)"
+    work_conserving = False

@@ -1,0 +1,228 @@
+"""Parrot, Aalo and LCCF network policies (spec parrot.md §3, §6.2) on the flow simulator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from raytestbed.core.cluster import Cluster, Server
+from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
+from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
+from raytestbed.core.placement import Placement
+from raytestbed.network.coflow_rates import LinkIndex, SATURATED_RTOL, link_loads
+from raytestbed.network.o3 import o3_cct
+from raytestbed.schedulers.aalo import PriorityCoflowPolicy
+from raytestbed.schedulers.base import available_policies, make_policy
+from raytestbed.schedulers.fifo import FifoPolicy
+from raytestbed.schedulers.parrot import parrot_theta, parrot_w_max
+from raytestbed.sim.engine import Simulator
+
+U = 1e6  # one "unit" of the paper's example = 1 MB; ports carry 1 unit/s
+
+
+def fig2_cluster() -> Cluster:
+    # servers 0, 1 = the two machines' outgoing links (ports P1, P2); 2, 3 = the receivers
+    return Cluster(tuple(Server(i, 1, U, U) for i in range(4)), intra_bps=1e12, name="fig2")
+
+
+def four(a: float, b: float, c: float, d: float) -> tuple:
+    """P1 carries a and b (one flow to each receiver), P2 carries c and d."""
+    return ((0, 2, a * U), (0, 3, b * U), (1, 2, c * U), (1, 3, d * U))
+
+
+def fig2_jobs() -> list[Job]:
+    stage = (Stage(1, StageProfile(0.0, 0.0)),)
+    j1 = JobTraffic(coflows=(four(3, 3, 2, 2), four(6, 6, 5, 5)), compute_s=0.0)  # C1 -> C2
+    j2 = JobTraffic(coflows=(four(1, 1, 1, 1), four(4, 4, 3, 3)), compute_s=0.0)  # C3 -> C4
+    return [Job(1, 0.0, 1, stage, CommPattern.RAR, traffic=j1), Job(2, 0.0, 1, stage, CommPattern.RAR, traffic=j2)]
+
+
+def run_fig2(netpol) -> dict[int, float]:
+    res = Simulator(fig2_cluster(), fig2_jobs(), FifoPolicy(), netpol, mode="flow").run()
+    return {r.job.job_id: r.finish_s for r in res.records}
+
+
+class FixedOrder(PriorityCoflowPolicy):
+    """Test helper: strict job order given up front (with the shared greedy filling)."""
+
+    name = "test-fixed-order"
+
+    def __init__(self, order, **kw):
+        super().__init__(**kw)
+        self.order = list(order)
+
+    def job_key(self, job_id, view):
+        return (self.order.index(job_id),)
+
+
+class SmallestCoflowFirst(PriorityCoflowPolicy):
+    """Test helper: Varys-like CCT-optimal order, smallest O3 time of the remaining coflow first."""
+
+    name = "test-sebf"
+
+    def job_key(self, job_id, view):
+        cl = view.cluster
+        eg = {s.server_id: s.nic_egress_bps for s in cl.servers}
+        ig = {s.server_id: s.nic_ingress_bps for s in cl.servers}
+        (info,) = [c for c in view.coflows.values() if c.job_id == job_id]
+        return (o3_cct([(f.src, f.dst, f.remaining_bytes) for f in info.flows], eg, ig),)
+
+
+def test_fig2_parrot_total_jct_40_89():
+    done = run_fig2(make_policy("parrot", "network", theta_mode="max"))
+    assert done[2] == pytest.approx(4 + 8 / 0.9, rel=1e-9)  # J2 done at 12.889
+    assert done[1] == pytest.approx(28.0, rel=1e-9)
+    assert sum(done.values()) == pytest.approx(40.889, abs=5e-4)
+
+
+def test_fig2_eq10_literal_and_orders():
+    # eq. 10 literally (natural log, S in units), the paper's single work-conserving factor:
+    lit = run_fig2(make_policy("parrot", "network", bytes_unit=U, fill_residual=False))
+    assert sum(lit.values()) == pytest.approx(41.99, abs=0.005)  # spec parrot.md §3.5 re-implementation
+    # residual filling lets C3's lighter port run ahead, J2 ends a little earlier
+    filled = run_fig2(make_policy("parrot", "network", bytes_unit=U))
+    assert 40.89 < sum(filled.values()) < sum(lit.values())
+    for fill in (True, False):
+        varys = run_fig2(SmallestCoflowFirst(fill_residual=fill))
+        assert (varys[2], varys[1]) == pytest.approx((16.0, 28.0))  # C3, C1, C4, C2: total JCT 44
+    best = run_fig2(FixedOrder([2, 1]))
+    assert sum(best.values()) == pytest.approx(38.0)  # C3, C4, C1, C2: 10 + 28
+
+
+def test_theta_and_weights():
+    assert parrot_theta(5, 0.0, 0.9) == pytest.approx(0.2)  # no information: fair share (Fig. 4 start)
+    assert parrot_theta(5, 1.6e6, 0.9) == pytest.approx(0.9)  # ~1.6 MB suffices (spec §3.2)
+    assert parrot_theta(5, 1e3, 0.9) < 0.9
+    assert parrot_theta(4, 1e9, 0.1) == pytest.approx(0.25)  # floor at fair share (PR-5)
+    for n in (2, 3, 7):
+        for theta in (0.5, 0.75, 0.9):
+            w = parrot_w_max(theta, n)
+            assert w / (w + n - 1) == pytest.approx(theta)
+
+
+def shared_state(n_jobs: int, sent: list[float], done: list[int], extra_flows=()):
+    """n_jobs jobs on a 2n+1 server cluster; job k sends from server k to the shared server 2n."""
+    n = n_jobs
+    cl = Cluster(tuple(Server(i, 1, 1e9, 1e9) for i in range(2 * n + 1)), intra_bps=1e12)
+    st = ClusterState(cl)
+    prof = (Stage(1, StageProfile(0.0, 0.0)),)
+    for k in range(n):
+        job = Job(k, float(k), 10, prof, CommPattern.RAR)
+        st.running[k] = RunningJob(job, Placement(((k,),)), 0.0, 0.0, bytes_sent=sent[k], coflows_done=done[k])
+        flows = [FlowInfo((k, 0, 0, 0), k, 2 * n, 5e8, 5e8)]
+        flows += [FlowInfo((k, 0, 0, 1 + i), k, n + k, v, v) for i, v in enumerate(extra_flows)]
+        st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0, tuple(flows))
+    return st
+
+
+@pytest.mark.parametrize("theta_max", [0.6, 0.9])
+def test_inferred_job_gets_exactly_theta_on_shared_bottleneck(theta_max):
+    # 4 jobs each send 500 MB into server 8's ingress; job 2 has the least bytes per completed coflow
+    st = shared_state(4, sent=[4e8, 3e8, 1e8, 2e8], done=[1, 1, 1, 0])
+    pol = make_policy("parrot-wo-wc", "network", theta_max=theta_max)
+    flows, rates = pol.rates_for(st.view())
+    assert pol.last_inferred == 2
+    theta = parrot_theta(4, 1e9, theta_max)
+    assert theta == pytest.approx(theta_max)
+    by_job = {fid[0]: r for fid, r in zip(flows.flow_ids, rates)}
+    total = sum(by_job.values())
+    assert total == pytest.approx(1e9)  # the shared port is exactly full
+    assert by_job[2] / total == pytest.approx(theta)
+    for j in (0, 1, 3):
+        assert by_job[j] / total == pytest.approx((1 - theta) / 3)
+    # with work conservation the shares on the bottleneck are unchanged
+    flows, rates = make_policy("parrot", "network", theta_max=theta_max).rates_for(st.view())
+    assert rates[flows.flow_ids.index((2, 0, 0, 0))] / 1e9 == pytest.approx(theta)
+
+
+def assert_work_conserving(flows, links, rates):
+    load = link_loads(flows, links, rates)
+    assert np.all(load <= links.capacity * (1 + 1e-9))
+    full = load >= links.capacity * (1 - 1e-7)
+    for f in range(rates.size):
+        lk = flows.inc_link[flows.inc_flow == f]
+        if lk.size:  # every backlogged fabric flow crosses a saturated link
+            assert full[lk].any(), f"flow {flows.flow_ids[f]} has spare capacity on all its links"
+
+
+@pytest.mark.parametrize("name", ["parrot", "aalo", "lccf"])
+def test_work_conservation_leaves_no_spare_link_with_backlog(name):
+    rng = np.random.default_rng(7)
+    for trial in range(20):
+        n_srv = int(rng.integers(3, 9))
+        cl = Cluster(tuple(Server(i, 1, float(rng.uniform(1e9, 5e9)), float(rng.uniform(1e9, 5e9)))
+                           for i in range(n_srv)), intra_bps=1e12)
+        st = ClusterState(cl)
+        for k in range(int(rng.integers(1, 6))):
+            job = Job(k, float(k), 10, (Stage(1, StageProfile(0.0, 0.0)),), CommPattern.RAR)
+            st.running[k] = RunningJob(job, Placement(((0,),)), 0.0, 0.0,
+                                       bytes_sent=float(rng.uniform(0, 1e9)), coflows_done=int(rng.integers(0, 4)))
+            fl = []
+            for i in range(int(rng.integers(1, 8))):
+                s, d = int(rng.integers(n_srv)), int(rng.integers(n_srv))
+                v = float(rng.uniform(1e6, 1e9))
+                fl.append(FlowInfo((k, 0, 0, i), s, d, v, v * float(rng.uniform(0.1, 1))))
+            st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0, tuple(fl))
+        pol = make_policy(name, "network")
+        flows, rates = pol.rates_for(st.view())
+        assert np.all(rates >= 0)
+        if name == "parrot":
+            assert np.all(rates > 0)  # starvation-free: every job keeps weight >= 1
+        assert_work_conserving(flows, LinkIndex(cl), rates)
+        # the paper's single global factor alone saturates at least one link and overloads none
+        if name == "parrot":
+            flows, r2 = make_policy(name, "network", fill_residual=False).rates_for(st.view())
+            load = link_loads(flows, LinkIndex(cl), r2)
+            assert np.all(load <= LinkIndex(cl).capacity * (1 + 1e-9))
+            assert np.isclose(load / LinkIndex(cl).capacity, 1.0).any()
+
+
+def test_policies_registered_and_params_checked():
+    pols = available_policies()
+    for n in ("parrot", "parrot-wo-wc", "aalo", "aalo-wo-wc", "lccf", "lccf-wo-wc"):
+        assert pols[n].role == "network"
+    from raytestbed.errors import PolicyError
+    with pytest.raises(PolicyError, match="theta_max"):
+        make_policy("parrot", "network", theta_max=1.0)
+    with pytest.raises(PolicyError, match="observe_interval_s"):
+        make_policy("aalo", "network", observe_interval_s=0)
+
+
+def test_wo_wc_variants_serve_one_job_and_all_finish():
+    for name in ("parrot-wo-wc", "aalo-wo-wc", "lccf-wo-wc", "aalo", "lccf"):
+        done = run_fig2(make_policy(name, "network"))
+        assert all(math.isfinite(t) for t in done.values())
+        assert max(done.values()) >= 28.0 - 1e-6  # P1 carries 28 units in all
+
+
+def test_lower_bound_recorded():
+    res = Simulator(fig2_cluster(), fig2_jobs(), FifoPolicy(), make_policy("parrot", "network"), mode="flow").run()
+    lb = {r.job.job_id: r.lower_bound_s for r in res.records}
+    assert lb == pytest.approx({1: 6 + 12, 2: 2 + 8})  # sum of each job's O3 times
+
+
+def test_vectorised_o3_matches_closed_form_and_highs_lp():
+    from raytestbed.network.coflow_rates import o3_gamma
+    from test_o3 import lp_cct
+
+    rng = np.random.default_rng(3)
+    n_srv = 6
+    cl = Cluster(tuple(Server(i, 1, float(rng.uniform(1e9, 1.25e10)), float(rng.uniform(1e9, 1.25e10)))
+                       for i in range(n_srv)), intra_bps=1e12)
+    eg = {s.server_id: s.nic_egress_bps for s in cl.servers}
+    ig = {s.server_id: s.nic_ingress_bps for s in cl.servers}
+    st = ClusterState(cl)
+    expected = []
+    for k in range(8):
+        job = Job(k, float(k), 10, (Stage(1, StageProfile(0.0, 0.0)),), CommPattern.RAR)
+        st.running[k] = RunningJob(job, Placement(((0,),)), 0.0, 0.0)
+        fl = [(int(rng.integers(n_srv)), int(rng.integers(n_srv)), float(rng.uniform(1e6, 1e9))) for _ in range(10)]
+        fl.append((0, 1, 5e8))
+        st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0,
+                                           tuple(FlowInfo((k, 0, 0, i), s, d, v, v) for i, (s, d, v) in enumerate(fl)))
+        expected.append(o3_cct(fl, eg, ig))
+        assert expected[-1] == pytest.approx(lp_cct(fl, eg, ig), rel=1e-9)
+    flows, _ = make_policy("parrot", "network").rates_for(st.view())
+    assert o3_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
