@@ -1,7 +1,8 @@
 """Turn (model, GPUs, communication pattern) into a :class:`Job` with stage profiles.
 
-The parallel configuration is a simple, documented default until a real
-pipeline planner exists: data-parallel (``rar``) and parameter-server (``ps``)
+An explicit configuration (``boundaries`` + ``replicas``, e.g. from
+:mod:`raytestbed.placement.planner`) is used as given. Otherwise the parallel
+configuration is a simple, documented default: data-parallel (``rar``) and parameter-server (``ps``)
 jobs run the whole model as one stage with one replica per GPU; a ``pipeline``
 job with g GPUs gets S = min(g, max_stages, #layers) stages split by
 :meth:`ModelProfile.even_split` (balanced compute), and its g GPUs are dealt to
@@ -9,6 +10,8 @@ the stages as evenly as possible, extra replicas going to the heaviest stages.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
@@ -42,6 +45,17 @@ def _pipeline_stages(profile: ModelProfile, gpus: int, num_stages: int | None, m
     return tuple(Stage(k, p) for k, p in zip(reps, stage_profiles))
 
 
+def configured_stages(profile: ModelProfile, boundaries: tuple[int, ...], replicas: tuple[int, ...]) -> tuple[Stage, ...]:
+    """Stages of an explicit configuration (cached; ConfigError on bad boundaries)."""
+    key = ("cfg", id(profile), boundaries, replicas)
+    hit = _STAGE_CACHE.get(key)
+    if hit is not None and hit[0] is profile:
+        return hit[1]
+    stages = tuple(Stage(k, p) for k, p in zip(replicas, profile.stage_profiles(list(boundaries))))
+    _STAGE_CACHE[key] = (profile, stages)
+    return stages
+
+
 _WHOLE: dict[int, tuple[ModelProfile, StageProfile]] = {}
 
 
@@ -65,12 +79,24 @@ def build_job(
     num_stages: int | None = None,
     num_ps: int | None = None,
     duration_hint_s: float | None = None,
+    boundaries: Sequence[int] | None = None,
+    replicas: Sequence[int] | None = None,
 ) -> Job:
-    """A job running ``profile`` on ``gpus`` GPUs with pattern ``comm``."""
+    """A job running ``profile`` on ``gpus`` GPUs with pattern ``comm``.
+
+    ``boundaries`` (first layer of each stage) and ``replicas`` (k_s per stage,
+    summing to ``gpus``) give an explicit pipeline configuration.
+    """
     comm = CommPattern(comm)
     if gpus < 1:
         raise ValueError(f"job {job_id}: gpus must be >= 1")
-    if comm is CommPattern.PIPELINE and gpus > 1:
+    if replicas is not None or boundaries is not None:
+        if replicas is None or boundaries is None or len(replicas) != len(boundaries):
+            raise ValueError(f"job {job_id}: boundaries and replicas must be given together, one per stage")
+        if sum(replicas) != gpus:
+            raise ValueError(f"job {job_id}: replicas {tuple(replicas)} do not add up to {gpus} GPUs")
+        stages = configured_stages(profile, tuple(boundaries), tuple(replicas))
+    elif comm is CommPattern.PIPELINE and gpus > 1:
         stages = pipeline_stages(profile, gpus, num_stages)
     else:
         stages = (Stage(gpus, _whole_model(profile)),)

@@ -1,0 +1,68 @@
+"""Microsoft Philly job list as processed by RFold (``workload.kind: philly``), built into A-SRPT jobs.
+
+Data: ``shared/data/philly-jobs-rfold/philly_trace.csv`` (see its SOURCE.md):
+``#job id, arrival time (sec), topology, shape, size, duration (sec)``; 111,549
+jobs, arrival relative to the first job, ``size`` = GPUs, ``shape`` = GPUs per
+server (e.g. ``8+8``).
+
+Recurrence: the file keeps no user, VC or job name, so the only available key
+is the request shape: group = (size, shape), user unknown (empty). A predictor
+keyed on group/user therefore sees only the GPU demand; use ``aaic`` or
+``dirlab`` for recurrence studies.
+
+Parameters: those of :class:`~raytestbed.traces.asrpt_workload.AsrptTraceParams`.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from raytestbed.core.job import Job
+from raytestbed.errors import TraceError
+from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
+from raytestbed.traces.datadir import data_file
+from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+
+FILE = "philly-jobs-rfold/philly_trace.csv"
+COLUMNS = ("#job id", "arrival time (sec)", "topology", "shape", "size", "duration (sec)")
+
+
+def read_philly(path: Path) -> list[TraceRow]:
+    """Rows of the RFold Philly file in file (= arrival) order; bad rows raise TraceError."""
+    try:
+        f = open(path, newline="", encoding="utf-8")
+    except OSError as e:
+        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
+    rows: list[TraceRow] = []
+    with f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        if tuple(header) != COLUMNS:
+            raise TraceError(f"{path} line 1: expected header {','.join(COLUMNS)}, got {','.join(header)}")
+        for rec in reader:
+            where = f"{path} line {reader.line_num}"
+            if not rec:
+                continue
+            if len(rec) != len(COLUMNS):
+                raise TraceError(f"{where}: {len(rec)} values, expected {len(COLUMNS)}")
+            arrival = parse_number(rec[1], where, COLUMNS[1])
+            size = parse_number(rec[4], where, "size", int)
+            if size < 1:
+                raise TraceError(f"{where}: column 'size': must be >= 1")
+            dur = parse_number(rec[5], where, COLUMNS[5])
+            shape = rec[3].strip()
+            if not shape:
+                raise TraceError(f"{where}: column 'shape': missing value")
+            rows.append(TraceRow(where, float(arrival), size, float(dur), "", f"{size}:{shape}"))
+    return rows
+
+
+@register_workload("philly")
+def philly_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
+    """A-SRPT jobs from the RFold Philly trace (see the module docstring)."""
+    p: AsrptTraceParams = parse_params(AsrptTraceParams, params, ctx.where)  # type: ignore[assignment]
+    path = data_file(FILE, [ctx.base_dir], None if p.path is None else ctx.resolve(p.path))
+    rows = read_philly(path)
+    rows.sort(key=lambda r: r.arrival_s)
+    return build_asrpt_jobs(rows, p, ctx)

@@ -1,0 +1,172 @@
+"""A-SRPT trace loaders (aaic, philly, dirlab): data-folder resolution, row validation, workload construction."""
+
+import gzip
+import re
+from pathlib import Path
+
+import pytest
+
+from conftest import small_cluster
+from raytestbed.core.timing import asrpt_alpha_min_tilde
+from raytestbed.errors import ConfigError, TraceError
+from raytestbed.traces.datadir import ENV_VAR, data_file, find_data_dir
+from raytestbed.traces.registry import load_workload, workload_kinds
+
+AAIC_HEADER = "id, user, group, queue, nodes, gpus, walltime_req, termcode, time_submit, time_start, time_end, waittime, walltime\n"
+
+
+def _aaic_rows(n=40):
+    out = []
+    for i in range(n):
+        user, nodes, gpus = i % 3, 1 + (i % 5 == 0), (1, 2, 4)[i % 3]
+        out.append(f"{i}, {user}, 0, {i % 2}, {nodes}, {gpus}, 3600, 0, {1_500_000_000 + 100 * i}, 0, 0, 0, {50 + 10 * i}\n")
+    return out
+
+
+@pytest.fixture
+def data_root(tmp_path, monkeypatch):
+    """A fake shared/data folder with tiny files of the three traces."""
+    root = tmp_path / "shared" / "data"
+    (root / "aaic-gpu-workload").mkdir(parents=True)
+    with gzip.open(root / "aaic-gpu-workload" / "aaicwl-201807-201812.csv.gz", "wt") as f:
+        f.write(AAIC_HEADER + "".join(_aaic_rows()))
+    (root / "philly-jobs-rfold").mkdir()
+    (root / "philly-jobs-rfold" / "philly_trace.csv").write_text(
+        "#job id,arrival time (sec),topology,shape,size,duration (sec)\n"
+        + "".join(f"{i},{10.0 * i},CLOS,{'4+4' if i % 4 == 0 else (1, 2, 4, 1)[i % 4]},"
+                  f"{8 if i % 4 == 0 else (1, 2, 4, 1)[i % 4]},{100.0 + i}\n" for i in range(30)))
+    (root / "dirlab-helios-philly-15k").mkdir()
+    rows = "".join(f"{i},{1 + i % 4},{(0, 1, 2, 8)[i % 4]},1,1,{5 * (i > 0)},{60 + i},0,Pass\n" for i in range(24))
+    for t in ("helios", "philly"):
+        (root / "dirlab-helios-philly-15k" / f"{t}_data_training.csv").write_text(
+            "u_id,user,gpu_num,cpu_num,node_num,interval,run_time,wall_time,new_status\n" + rows)
+    monkeypatch.setenv(ENV_VAR, str(root))
+    return root
+
+
+def _load(kind, params, base=Path("."), seed=0, cluster=None):
+    return load_workload(kind, params, cluster or small_cluster(4, 4), seed, base)
+
+
+def test_kinds_registered():
+    assert {"aaic", "philly", "dirlab"} <= set(workload_kinds())
+
+
+def test_data_dir_env_and_walk_up(data_root, tmp_path, monkeypatch):
+    assert find_data_dir() == data_root
+    monkeypatch.delenv(ENV_VAR)
+    trial_dir = tmp_path / "a" / "b"
+    trial_dir.mkdir(parents=True)
+    assert find_data_dir([trial_dir]) == data_root.resolve()
+    with pytest.raises(TraceError) as e:
+        data_file("nope/missing.csv", [trial_dir])
+    assert str(data_root.resolve() / "nope" / "missing.csv") in str(e.value) and "\n" not in str(e.value)
+
+
+def test_missing_data_dir_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "absent"))
+    with pytest.raises(TraceError, match="RAYTESTBED_DATA_DIR") as e:
+        _load("philly", {})
+    assert "\n" not in str(e.value)
+
+
+def test_aaic_jobs_follow_the_paper_construction(data_root):
+    cl = small_cluster(4, 4)
+    jobs = _load("aaic", {"iteration_scale": 0.5, "arrival_scale": 0.1}, cluster=cl)
+    assert len(jobs) == 40
+    assert jobs[0].arrival_s == 0.0 and jobs[3].arrival_s == pytest.approx(30.0)
+    assert [j.gpus for j in jobs[:6]] == [2, 2, 4, 1, 2, 8]
+    by_group = {}
+    for j in jobs:
+        # same group -> same model and configuration
+        assert by_group.setdefault(j.group, (j.model, j.replicas())) == (j.model, j.replicas())
+        a = asrpt_alpha_min_tilde(j, 4, cl.nic_bps, cl.intra_bps)
+        assert j.iterations == max(1, round(j.duration_hint_s / a * 0.5))
+    assert jobs[0].group.startswith("u0:q0:n2:g1")
+    assert len({j.user for j in jobs}) == 3
+    again = _load("aaic", {"iteration_scale": 0.5, "arrival_scale": 0.1}, cluster=cl)
+    assert [(j.model, j.replicas(), j.iterations) for j in again] == [(j.model, j.replicas(), j.iterations) for j in jobs]
+
+
+def test_slice_and_single_gpu_share(data_root):
+    jobs = _load("philly", {"jobs": 20, "start": 5})
+    assert len(jobs) == 20 and jobs[0].extra["trace_row"].endswith("line 7")
+    for share in (0.0, 0.25, 1.0):
+        js = _load("philly", {"single_gpu_share": share}, seed=3)
+        assert sum(j.gpus == 1 for j in js) == round(share * 30)
+        groups = {}
+        for j in js:
+            assert groups.setdefault(j.group, j.gpus) == j.gpus
+    rnd = _load("aaic", {"jobs": 10, "start": "random"}, seed=1)
+    assert len(rnd) == 10
+    with pytest.raises(ConfigError, match="jobs: 99 jobs asked"):
+        _load("aaic", {"jobs": 99})
+
+
+def test_dirlab_skips_cpu_jobs_and_rebuilds_arrivals(data_root):
+    jobs = _load("dirlab", {"trace": "philly"})
+    assert len(jobs) == 18  # every 4th row has gpu_num 0
+    assert jobs[0].arrival_s == 0.0 and jobs[1].arrival_s == pytest.approx(5.0)
+    assert jobs[0].group == "u2:g1:c1:n1"
+
+
+def test_oversize_jobs(data_root):
+    with pytest.raises(TraceError, match="line 2: job needs 8 GPUs but the cluster has 4"):
+        _load("philly", {}, cluster=small_cluster(1, 4))
+    assert all(j.gpus <= 4 for j in _load("philly", {"oversize": "drop"}, cluster=small_cluster(1, 4)))
+
+
+@pytest.mark.parametrize("kind, rel, bad, msg", [
+    ("aaic", "aaic-gpu-workload/aaicwl-201807-201812.csv.gz", "3, 1, 0, 0, 1, x, 3600, 0, 1, 0, 0, 0, 5\n",
+     "line 3: column 'gpus': 'x' is not a number"),
+    ("philly", "philly-jobs-rfold/philly_trace.csv", "1,5.0,CLOS,1,1,\n", "line 3: column 'duration (sec)': missing value"),
+    ("dirlab", "dirlab-helios-philly-15k/helios_data_training.csv", "1,1,1,1,1,-4,3,0,Pass\n",
+     "line 3: column 'interval': '-4' is negative"),
+])
+def test_bad_rows_named_by_line(data_root, kind, rel, bad, msg):
+    p = data_root / rel
+    if kind == "aaic":
+        with gzip.open(p, "wt") as f:
+            f.write(AAIC_HEADER + _aaic_rows(1)[0] + bad)
+    else:
+        lines = p.read_text().splitlines(keepends=True)
+        p.write_text(lines[0] + lines[1] + bad)
+    with pytest.raises(TraceError, match=re.escape(msg)):
+        _load(kind, {})
+
+
+def test_unknown_parameter_is_config_error(data_root):
+    with pytest.raises(ConfigError, match="jobz"):
+        _load("philly", {"jobz": 3})
+
+
+# ---- the real traces in shared/data (skipped when absent)
+
+def _real_data():
+    import os
+    if os.environ.get(ENV_VAR):
+        return None
+    return find_data_dir([Path(__file__).parent])
+
+
+@pytest.mark.parametrize("kind, params, rows", [
+    ("aaic", {"jobs": 2000, "start": 100_000}, 2000),
+    pytest.param("philly", {"jobs": 2000, "start": "random"}, 2000, marks=pytest.mark.slow),
+    ("dirlab", {"trace": "philly"}, 15000),
+])
+def test_real_traces(kind, params, rows):
+    d = _real_data()
+    if d is None or not (d / "aaic-gpu-workload").is_dir():
+        pytest.skip("shared/data not available")
+    from raytestbed.config import load_cluster, CLUSTER_CONFIG_DIR
+    cl = load_cluster(CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml").build()
+    jobs = load_workload(kind, params, cl, 0, Path("."))
+    assert len(jobs) == rows
+    assert all(j.iterations >= 1 and j.gpus >= 1 for j in jobs)
+    assert 0.5 < sum(j.gpus == 1 for j in jobs) / len(jobs) <= 1.0
+
+
+def test_asrpt_aaic_trial_parses():
+    from raytestbed.config import load_trial
+    loaded = load_trial(Path(__file__).parents[1] / "workloads" / "trials" / "asrpt_aaic.yaml")
+    assert loaded.trial.workload.kind == "aaic" and loaded.cluster_config.build().total_gpus == 2000
