@@ -105,8 +105,10 @@ class TimingConfig(_Strict):
 class EmuConfig(_Strict):
     """The ``emu:`` section: how ``--backend emu`` runs the trial (see docs/emulator.md, docs/trials.md)."""
 
-    time_scale: PositiveFloat = Field(
-        10.0, description="emulated seconds per wall second (10: one wall second is ten seconds of the emulated cluster)")
+    time_scale: PositiveFloat | None = Field(
+        None, description="emulated seconds per wall second (10: one wall second is ten seconds of the emulated "
+        "cluster); default: the largest that keeps every NIC at <= 100 MB/s wall (raytestbed.emu.timescale)")
+    fabric: Literal["paced", "virtual"] = Field("paced", description="fabric clock (docs/emulator.md)")
     compute: Literal["replay", "real"] = Field(
         "replay", description="replay: hold each emulated GPU for the profiled time; real: run the PyTorch stages")
     address: str | None = Field(None, description="Ray cluster address to attach to (default: start a local Ray)")

@@ -244,9 +244,12 @@ def run_into(
     columns = list(JOB_COLUMNS)
     if spec.name == "emu":
         columns += _add_measured(rows, engine)
+        write_csv(folder / "iterations.csv", engine.iteration_rows(),
+                  ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s"])
     intervals = list(res.busy_gpu_intervals)
     if previous is not None:
-        rows = sorted([*rows, *previous.rows.values()], key=lambda r: int(r["job_id"]))
+        old = [{**row, **previous.extra.get(jid, {})} for jid, row in previous.rows.items()]
+        rows = sorted([*rows, *old], key=lambda r: int(r["job_id"]))
         intervals = sorted([*previous.intervals, *intervals], key=lambda iv: (iv[1], iv[0]))
     write_csv(folder / "jobs.csv", rows, columns)
     pd.DataFrame(intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
