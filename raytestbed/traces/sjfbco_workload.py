@@ -184,6 +184,4 @@ def sjfbco_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """``params``: see :class:`SjfbcoWorkloadParams`."""
     p: SjfbcoWorkloadParams = parse_params(SjfbcoWorkloadParams, params, ctx.where)  # type: ignore[assignment]
     data = find_data_dir(p.data_dir, ctx.base_dir) if (p.durations == "philly" or p.arrivals == "philly") else None
-    biggest = max(s.gpus for s in ctx.cluster.servers)
-    del biggest
     return sjfbco_jobs(p, ctx.seed, ctx.cluster.nic_bps, data)
