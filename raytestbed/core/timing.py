@@ -375,23 +375,32 @@ class SjfbcoModel(IterationModel):
 
 
 class GadgetModel(IterationModel):
-    """GADGET eq. (1): b = B_intra on one server, else the NIC bandwidth."""
+    """GADGET eq. (1): b = B_intra on one server, else the NIC bandwidth.
+
+    ``per_worker_iterations`` (GADGET §VI, gadget.md §6 budget_mode=iterations):
+    when true, a job's ``iterations`` count *worker*-iterations (F_i): each of its
+    w workers does one iteration every tau seconds (zeta_i = 1/tau per worker), so
+    one worker-iteration of the job takes tau / w seconds.
+    """
 
     name = "gadget"
 
-    def __init__(self, reduction_bps: float = math.inf, overhead_s: float = 0.0) -> None:
+    def __init__(self, reduction_bps: float = math.inf, overhead_s: float = 0.0,
+                 per_worker_iterations: float = 0.0) -> None:
         self.reduction_bps = reduction_bps
         self.overhead_s = overhead_s
+        self.per_worker = bool(per_worker_iterations)
 
     def iteration_time(self, job, placement, cluster, running):
         if job.num_stages != 1:
             raise ValueError(f"job {job.job_id}: the gadget model needs single-stage (data-parallel) jobs")
         st = job.stages[0]
         b = cluster.intra_bps if len(placement.servers(cluster)) == 1 else cluster.nic_bps
-        return gadget_iteration_time(
+        tau = gadget_iteration_time(
             st.profile.param_bytes, st.replicas, b, self.reduction_bps, st.profile.fwd_s, st.profile.bwd_s,
             self.overhead_s,
         )
+        return tau / st.replicas if self.per_worker else tau
 
 
 def make_iteration_model(name: str, **params) -> IterationModel:

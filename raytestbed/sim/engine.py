@@ -102,6 +102,7 @@ class SimResult:
     events: int
     end_time_s: float
     busy_gpu_intervals: list[tuple[int, float, float, int]] = field(default_factory=list)  #: (job, start, end, gpus)
+    iterations_done: dict[int, float] = field(default_factory=dict)  #: job id -> iterations done at the end
 
 
 @dataclass
@@ -136,6 +137,9 @@ class Simulator:
         on_decisions: callback (event, policy name, wall seconds, decisions) for
             every ``on_event`` call that returned decisions.
         progress: callback (finished jobs, total jobs) called as jobs finish.
+        until_s: optional horizon, seconds: the run stops when the next event lies
+            beyond it (jobs still running keep their progress up to ``until_s`` in
+            ``SimResult.iterations_done``); None runs until every job finished.
     """
 
     def __init__(
@@ -151,6 +155,7 @@ class Simulator:
         on_event: Callable[[Event], None] | None = None,
         on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
+        until_s: float | None = None,
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
@@ -164,6 +169,7 @@ class Simulator:
         self.mode = mode
         self.model = model or AsrptModel()
         self.q = int(iterations_per_coflow)
+        self.until_s = until_s  #: stop the clock here (None: run until every job finished)
         self.state = ClusterState(cluster)
         self.view = self.state.view()
         self.records = {j.job_id: JobRecord(j) for j in jobs}
@@ -212,6 +218,9 @@ class Simulator:
         """Simulate until every job has finished or nothing more can happen."""
         heap = self._heap
         while heap and self._unfinished > 0:
+            if self.until_s is not None and heap[0][0] > self.until_s:
+                self._advance(self.until_s)
+                break
             t, _, _, item = heapq.heappop(heap)
             kind = item[0]
             if kind == "finish":
@@ -250,12 +259,16 @@ class Simulator:
                     self._push(t + self._tick, _P_TICK, ("tick",))
             self._drain()
         self._advance(self.state.now)
+        if self.mode == "analytic":
+            for jid in list(self.state.running):
+                self._sync_analytic(jid)
         return SimResult(
             records=[self.records[j] for j in sorted(self.records)],
             decision_times_s=np.asarray(self._decision_times, dtype=float),
             events=self._events,
             end_time_s=self.state.now,
             busy_gpu_intervals=self._busy,
+            iterations_done=dict(self._done_iters),
         )
 
     def _advance(self, t: float) -> None:
@@ -304,7 +317,7 @@ class Simulator:
             job = self.state.pending.get(d.job_id)
             if job is None:
                 raise PolicyError(f"{pol.name}: StartJob for job {d.job_id}, which is not pending")
-            self._start(job, d.placement)
+            self._start(self._elastic(job, d.placement, pol), d.placement)
         elif isinstance(d, Preempt):
             if d.job_id not in self.state.running:
                 raise PolicyError(f"{pol.name}: Preempt for job {d.job_id}, which is not running")
@@ -314,12 +327,7 @@ class Simulator:
             rj = self.state.running.get(d.job_id)
             if rj is None:
                 raise PolicyError(f"{pol.name}: Resize for job {d.job_id}, which is not running")
-            job = rj.job
-            new_workers = len(d.placement.stage_gpus[0]) if d.placement.stage_gpus else 0
-            if job.num_stages == 1 and new_workers != job.stages[0].replicas:
-                if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
-                    raise PolicyError(f"{pol.name}: job {d.job_id} cannot run {new_workers} workers")
-                job = job.with_workers(new_workers)
+            job = self._elastic(rj.job, d.placement, pol)
             self._stop(d.job_id)
             self._start(job, d.placement)
         elif isinstance(d, SetFlowWeights):
@@ -346,6 +354,15 @@ class Simulator:
         else:
             raise PolicyError(f"{pol.name}: unknown decision {d!r}")
         del now
+
+    def _elastic(self, job: Job, placement: Placement, pol: Policy) -> Job:
+        """The job with the worker count of ``placement`` (elastic single-stage jobs, up to max_workers)."""
+        new_workers = len(placement.stage_gpus[0]) if placement.stage_gpus else 0
+        if job.num_stages == 1 and new_workers != job.stages[0].replicas:
+            if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
+                raise PolicyError(f"{pol.name}: job {job.job_id} cannot run {new_workers} workers")
+            job = job.with_workers(new_workers)
+        return job
 
     # ------------------------------------------------------------ lifecycle
     def _start(self, job: Job, placement: Placement) -> None:

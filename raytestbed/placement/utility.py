@@ -1,0 +1,89 @@
+"""GADGET utility functions mu_i and incremental utilities pi_{i,kappa} (GADGET §IV-3, §VI-1; gadget.md §3.4).
+
+Every utility is a function of the job's *progress* x = zeta_i * (worker-slots received),
+i.e. its (worker-)iterations:
+
+* ``sigmoid`` (the experiments, §VI-1): lambda1 / (1 + exp(-lambda2 (x - lambda3))).
+* ``sqrt`` (excessive-training avoidance): C sqrt(x), C = lambda1.
+* ``log`` (proportional fairness, zeta_i = 1): lambda1 log(1 + z) with z the worker-slots
+  (log(1+.) instead of log, gadget.md GD-4).
+* ``energy`` (energy efficiency with a positive term, GD-4): lambda1 (u - e u^2) with
+  u = x / F_i and e = ``energy_weight`` (concave; increasing while u < 1/(2e)).
+
+``pi_{i,kappa} = mu_i(x + zeta_i kappa) - mu_i(x)`` (gadget.md GD-1), a constant per
+(job, ring size), which keeps the per-slot ILP (12) linear for any mu.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import expit
+
+UTILITIES = ("sigmoid", "sqrt", "log", "energy")
+
+
+@dataclass(frozen=True)
+class JobUtility:
+    """The utility parameters of one job.
+
+    Attributes:
+        kind: one of :data:`UTILITIES`.
+        zeta: iterations per worker per slot (zeta_i).
+        budget: F_i, in worker-iterations (the progress at which the job is done).
+        lambda1, lambda2, lambda3: sigmoid parameters (lambda1 is also the scale of the others).
+        energy_weight: e of the energy utility.
+    """
+
+    kind: str
+    zeta: float
+    budget: float
+    lambda1: float = 1.0
+    lambda2: float = 0.01
+    lambda3: float = 0.0
+    energy_weight: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.kind not in UTILITIES:
+            raise ValueError(f"unknown utility {self.kind!r} (known: {', '.join(UTILITIES)})")
+
+    def mu(self, progress) -> np.ndarray | float:
+        """mu_i at progress x (iterations; worker-slots for ``log``), vectorised."""
+        x = np.asarray(progress, dtype=float)
+        if self.kind == "sigmoid":
+            out = self.lambda1 * expit(self.lambda2 * (x - self.lambda3))
+        elif self.kind == "sqrt":
+            out = self.lambda1 * np.sqrt(np.maximum(x, 0.0))
+        elif self.kind == "log":
+            out = self.lambda1 * np.log1p(np.maximum(x, 0.0) / self.zeta)
+        else:
+            u = x / self.budget
+            out = self.lambda1 * (u - self.energy_weight * u * u)
+        return float(out) if out.ndim == 0 else out
+
+    def increments(self, worker_slots: float, q: int) -> tuple[float, ...]:
+        """pi_kappa for kappa = 1..q given z (worker-slots so far)."""
+        x = self.zeta * worker_slots
+        k = np.arange(1, q + 1)
+        pi = np.asarray(self.mu(x + self.zeta * k)) - self.mu(x)
+        return tuple(float(max(p, 0.0)) for p in np.atleast_1d(pi))
+
+
+def job_utility(job, kind: str = "sigmoid", energy_weight: float = 0.5) -> JobUtility:
+    """The utility of a job built by the ``gadget`` workload (parameters in ``job.extra``)."""
+    e = job.extra
+    return JobUtility(kind, float(e["zeta"]), float(e["F"]), float(e.get("lambda1", 1.0)),
+                      float(e.get("lambda2", 0.01)), float(e.get("lambda3", 0.0)), energy_weight)
+
+
+def total_utility(jobs, progress: dict[int, float], kind: str = "sigmoid") -> float:
+    """sum_i mu_i(progress_i) (the DDLJS objective) over ``jobs`` (progress in iterations)."""
+    tot = 0.0
+    for j in jobs:
+        u = job_utility(j, kind)
+        tot += u.mu(min(progress.get(j.job_id, 0.0), u.budget))
+    return float(tot)
+
+
+__all__ = ["JobUtility", "UTILITIES", "job_utility", "total_utility"]

@@ -1,0 +1,104 @@
+"""GADGET's experiment workload (GADGET §VI-1, gadget.md §6), kind ``gadget``.
+
+Jobs arrive by a Poisson process over the first ``arrival_slots`` slots of length
+``slot_s`` seconds (the Google-cluster arrival pattern the paper uses is not
+available; gadget.md GD-12). Job parameters are integers drawn uniformly:
+N_i in [1, 5] (max workers), F_i in [1000, 6000] (budget), zeta_i in [50, 500]
+(iterations per worker per slot), b_i in [100, 5000] Mbit/s (reserved ring
+bandwidth), sigmoid lambda1 in [1, 100], lambda3 in [300, 3000] and real
+lambda2 in (0, 1). Baselines' fixed worker count is drawn in [1, 10] and capped
+at N_i (gadget.md §6, impl.). Host memory per worker is drawn in [1, 8] GB
+(the second resource type, impl.).
+
+Budget units (gadget.md GD-8): ``budget_mode: iterations`` (default) reads
+F_i as worker-iterations (l_i = zeta_i: F_i / zeta_i worker-slots);
+``literal`` reads F_i as worker-slots (F_i * zeta_i iterations; never binds
+within T = 200 slots).
+
+Each job is one ring-all-reduce stage whose ``iterations`` are worker-iterations
+(use the ``gadget`` timing model with ``per_worker_iterations: 1``): the stage's
+forward time is slot_s / zeta_i, so each worker does zeta_i iterations per slot.
+Its parameter bytes are 0: b_i is a reservation checked by the placement, not a
+transfer. ``job.extra`` holds zeta, F (in iterations), b_bps, mem_gb, lambda1..3,
+N and fixed_workers.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+
+MBPS = 1e6 / 8  # bytes/s per Mbit/s
+
+
+class GadgetParams(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = "gadget"
+    jobs: PositiveInt = 200
+    slots: PositiveInt = 200  #: T
+    slot_s: PositiveFloat = 60.0
+    arrival_slots: PositiveFloat | None = None  #: arrivals spread over this many slots (default: all T)
+    budget_mode: str = "iterations"
+    max_workers: tuple[PositiveInt, PositiveInt] = (1, 5)
+    budget: tuple[PositiveInt, PositiveInt] = (1000, 6000)
+    zeta: tuple[PositiveInt, PositiveInt] = (50, 500)
+    bandwidth_mbps: tuple[PositiveInt, PositiveInt] = (100, 5000)
+    lambda1: tuple[PositiveInt, PositiveInt] = (1, 100)
+    lambda3: tuple[PositiveInt, PositiveInt] = (300, 3000)
+    fixed_workers: tuple[PositiveInt, PositiveInt] = (1, 10)
+    mem_gb: tuple[PositiveInt, PositiveInt] = (1, 8)
+    lambda2: tuple[float, float] = Field((0.0, 1.0))
+
+    @model_validator(mode="after")
+    def _check(self) -> "GadgetParams":
+        if self.budget_mode not in ("iterations", "literal"):
+            raise ValueError("budget_mode must be 'iterations' or 'literal'")
+        for name in ("max_workers", "budget", "zeta", "bandwidth_mbps", "lambda1", "lambda3", "fixed_workers",
+                     "mem_gb", "lambda2"):
+            lo, hi = getattr(self, name)
+            if lo > hi:
+                raise ValueError(f"{name}: min > max")
+        if not (0.0 <= self.lambda2[0] and self.lambda2[1] <= 1.0):
+            raise ValueError("lambda2 must lie in (0, 1)")
+        return self
+
+
+def _ri(rng: np.random.Generator, lohi) -> int:
+    return int(rng.integers(lohi[0], lohi[1] + 1))
+
+
+@register_workload("gadget")
+def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
+    """``params``: see :class:`GadgetParams`."""
+    p: GadgetParams = parse_params(GadgetParams, params, ctx.where)  # type: ignore[assignment]
+    rng = np.random.default_rng(ctx.seed)
+    span = (p.arrival_slots if p.arrival_slots is not None else p.slots) * p.slot_s
+    mean_gap = span / p.jobs
+    t = 0.0
+    jobs = []
+    for jid in range(p.jobs):
+        t += float(rng.exponential(mean_gap)) if jid else 0.0
+        n = _ri(rng, p.max_workers)
+        f = _ri(rng, p.budget)
+        zeta = _ri(rng, p.zeta)
+        b = _ri(rng, p.bandwidth_mbps) * MBPS
+        lam1 = _ri(rng, p.lambda1)
+        lam2 = float(rng.uniform(*p.lambda2))
+        while lam2 <= 0.0:
+            lam2 = float(rng.uniform(*p.lambda2))
+        lam3 = _ri(rng, p.lambda3)
+        fixed = min(_ri(rng, p.fixed_workers), n)
+        mem = float(_ri(rng, p.mem_gb))
+        budget_iters = f if p.budget_mode == "iterations" else f * zeta
+        prof = StageProfile(fwd_s=p.slot_s / zeta, bwd_s=0.0, out_bytes=0.0, param_bytes=0.0)
+        jobs.append(Job(
+            job_id=jid, arrival_s=round(t, 6), iterations=int(budget_iters), stages=(Stage(fixed, prof),),
+            comm=CommPattern.RAR, model="gadget-synthetic", max_workers=n,
+            extra=dict(zeta=float(zeta), F=float(budget_iters), F_raw=f, b_bps=b, mem_gb=mem, lambda1=float(lam1),
+                       lambda2=lam2, lambda3=float(lam3), N=n, fixed_workers=fixed, slot_s=p.slot_s,
+                       budget_mode=p.budget_mode),
+        ))
+    return jobs
