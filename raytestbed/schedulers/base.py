@@ -128,7 +128,7 @@ class CoflowFinished(Event):
 
 @dataclass(frozen=True, slots=True)
 class Tick(Event):
-    """Periodic wake-up for policies that set ``tick_interval_s``."""
+    """Periodic wake-up for policies that set ``tick_interval_s``, or one asked for by :class:`WakeUp`."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +181,20 @@ class Resize(Decision):
 
     def to_json(self):
         return {"decision": "Resize", "job": self.job_id, "gpus": list(self.placement.gpus)}
+
+
+@dataclass(frozen=True, slots=True)
+class WakeUp(Decision):
+    """Ask the backend for one :class:`Tick` at time ``at_s`` (seconds, >= now).
+
+    A one-shot timer for policies that must act at a time no other event marks
+    (A-SRPT: a virtual-instance completion, the end of a delay window). Every
+    WakeUp gives exactly one Tick (to every policy, like periodic ticks); a policy
+    ignores ticks it did not ask for. Ticks are delivered after the other events
+    of the same instant.
+    """
+
+    at_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -60,6 +60,7 @@ from raytestbed.schedulers.base import (
     SetFlowWeights,
     StartJob,
     Tick,
+    WakeUp,
 )
 
 # heap priorities at equal time
@@ -257,6 +258,9 @@ class Simulator:
                 self._emit(Tick(t))
                 if self._unfinished > 0:
                     self._push(t + self._tick, _P_TICK, ("tick",))
+            elif kind == "wake":
+                self._advance(t)
+                self._emit(Tick(t))
             self._drain()
         self._advance(self.state.now)
         if self.mode == "analytic":
@@ -330,6 +334,10 @@ class Simulator:
             job = self._elastic(rj.job, d.placement, pol)
             self._stop(d.job_id)
             self._start(job, d.placement)
+        elif isinstance(d, WakeUp):
+            if not d.at_s >= now - 1e-9:
+                raise PolicyError(f"{pol.name}: WakeUp at {d.at_s} s is in the past (now {now} s)")
+            self._push(max(d.at_s, now), _P_TICK, ("wake",))
         elif isinstance(d, SetFlowWeights):
             if self._alloc is None:
                 raise PolicyError(f"{pol.name}: SetFlowWeights needs timing mode 'flow'")

@@ -1,0 +1,179 @@
+"""A-SRPT's five baselines (A-SRPT §V-A-1-d; spec asrpt.md §7), all with Heavy-Edge mapping.
+
+| id | order (ascending) | queue |
+|---|---|---|
+| ``spjf`` | predicted duration ñ_i alpha~min_i | strict head-of-line |
+| ``spwf`` | predicted workload g_i ñ_i alpha~min_i | strict head-of-line |
+| ``wcs-duration`` | predicted duration | work-conserving (every job that fits starts) |
+| ``wcs-workload`` | predicted workload | work-conserving |
+| ``wcs-subtime`` | submission time | work-conserving |
+
+Ties: arrival time, then job id. Predictions are made once, at arrival, by the
+same online predictor as A-SRPT (random forest by default, refitted every
+``retrain_every`` completions; an unseen group is predicted 0). GPUs come from
+the servers with the most free GPUs (consolidating), mapped by Heavy-Edge, no
+delay (AS-14). Non-preemptive, gang.
+"""
+
+from __future__ import annotations
+
+import bisect
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from raytestbed.core.job import CommPattern, Job
+from raytestbed.core.state import ClusterView, FreePool
+from raytestbed.errors import ConfigError
+from raytestbed.placement.select import AsrptEstimator, most_available
+from raytestbed.predict.iterations import PREDICTORS, OnlinePredictor
+from raytestbed.schedulers.base import Decision, Event, JobArrived, JobFailed, JobFinished, Policy, StartJob, register_policy
+from raytestbed.schedulers.fifo import random_ps_servers
+
+
+class PredictedQueuePolicy(Policy):
+    """A non-preemptive list scheduler over a queue sorted by :meth:`key`.
+
+    Args:
+        seed: seeds Heavy-Edge's fallback, the random forest and PS placement.
+        predictor: ``rf`` (default), ``mean``, ``median``, ``perfect`` or ``given``.
+        retrain_every: refit the predictor every this many completions.
+        history: (group, user, iterations) rows fitted before the first job.
+    """
+
+    role = "placement"
+    work_conserving = False
+    uses_prediction = True
+
+    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int = 50,
+                 history: Sequence[Sequence[Any]] = ()) -> None:
+        super().__init__(seed)
+        if predictor not in PREDICTORS:
+            raise ConfigError(f"policy_params.{self.name}.predictor: {predictor!r} unknown "
+                              f"(known: {', '.join(PREDICTORS)})")
+        if int(retrain_every) < 1:
+            raise ConfigError(f"policy_params.{self.name}.retrain_every: must be >= 1, got {retrain_every!r}")
+        self.predictor_kind = predictor
+        self.retrain_every = int(retrain_every)
+        self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
+                                         [(str(g), str(u), int(n)) for g, u, n in history])
+        self._est: AsrptEstimator | None = None
+        self._queue: list[tuple[float, float, int]] = []  # (key, arrival, job id), sorted
+        self._keys: dict[int, float] = {}
+        self._jobs: dict[int, Job] = {}
+        self._rng = random.Random(seed)
+        self.order: list[int] = []  #: job ids in start order
+
+    def params(self) -> dict[str, Any]:
+        return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every}
+
+    def key(self, job: Job, n_pred: int, a_min: float) -> float:
+        """The sort key of a job (smaller starts first)."""
+        raise NotImplementedError
+
+    def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
+        if self._est is None:
+            self._est = AsrptEstimator(view.cluster, self.seed)
+        if isinstance(event, JobArrived):
+            job = event.job
+            a_min, _ = self._est.bounds(job)
+            n_pred = self.predictor.predict(job) if self.uses_prediction else 0
+            k = float(self.key(job, n_pred, a_min))
+            self._keys[job.job_id] = k
+            self._jobs[job.job_id] = job
+            bisect.insort(self._queue, (k, job.arrival_s, job.job_id))
+        elif isinstance(event, JobFinished):
+            job = self._jobs.pop(event.job_id, None)
+            self._keys.pop(event.job_id, None)
+            if job is not None and self.uses_prediction:
+                self.predictor.observe(job, event.iterations)
+        elif isinstance(event, JobFailed):
+            job = view.pending[event.job_id]
+            bisect.insort(self._queue, (self._keys[job.job_id], job.arrival_s, job.job_id))
+        return self._schedule(view)
+
+    def _schedule(self, view: ClusterView) -> list[Decision]:
+        out: list[Decision] = []
+        if not self._queue or view.total_free == 0:
+            return out
+        pool = FreePool(view)
+        kept: list[tuple[float, float, int]] = []
+        for i, item in enumerate(self._queue):
+            job = view.pending[item[2]]
+            if job.gpus > pool.total_free:
+                if not self.work_conserving:
+                    kept.extend(self._queue[i:])
+                    break
+                kept.append(item)
+                if pool.total_free == 0:
+                    kept.extend(self._queue[i + 1:])
+                    break
+                continue
+            sel = most_available(pool.free_count, job.gpus)
+            ps: list[int] = []
+            if job.comm is CommPattern.PS:
+                ps = random_ps_servers(job, [m for m, _ in sel], view.cluster.num_servers, self._rng)
+            out.append(StartJob(job.job_id, self._est.place(job, pool, sel, ps)))
+            self.order.append(job.job_id)
+        if out:
+            self._queue = kept
+        return out
+
+
+@register_policy
+class SpjfPolicy(PredictedQueuePolicy):
+    """Shortest predicted job first, strict head-of-line."""
+
+    name = "spjf"
+    description = "shortest predicted job (duration) first, strict queue, Heavy-Edge mapping"
+
+    def key(self, job, n_pred, a_min):
+        return n_pred * a_min
+
+
+@register_policy
+class SpwfPolicy(PredictedQueuePolicy):
+    """Shortest predicted workload (duration x GPUs) first, strict head-of-line."""
+
+    name = "spwf"
+    description = "shortest predicted workload (duration x GPUs) first, strict queue, Heavy-Edge mapping"
+
+    def key(self, job, n_pred, a_min):
+        return job.gpus * n_pred * a_min
+
+
+@register_policy
+class WcsDurationPolicy(PredictedQueuePolicy):
+    """Work-conserving, ordered by predicted duration."""
+
+    name = "wcs-duration"
+    description = "work-conserving, shortest predicted duration first, Heavy-Edge mapping"
+    work_conserving = True
+
+    def key(self, job, n_pred, a_min):
+        return n_pred * a_min
+
+
+@register_policy
+class WcsWorkloadPolicy(PredictedQueuePolicy):
+    """Work-conserving, ordered by predicted workload."""
+
+    name = "wcs-workload"
+    description = "work-conserving, smallest predicted workload (duration x GPUs) first, Heavy-Edge mapping"
+    work_conserving = True
+
+    def key(self, job, n_pred, a_min):
+        return job.gpus * n_pred * a_min
+
+
+@register_policy
+class WcsSubtimePolicy(PredictedQueuePolicy):
+    """Work-conserving, ordered by submission time."""
+
+    name = "wcs-subtime"
+    description = "work-conserving, earliest submission first, Heavy-Edge mapping"
+    work_conserving = True
+    uses_prediction = False
+
+    def key(self, job, n_pred, a_min):
+        return job.arrival_s

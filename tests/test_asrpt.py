@@ -1,0 +1,238 @@
+"""A-SRPT (Algorithm 1), its virtual SRPT instance, the WakeUp timer and the five baselines."""
+
+import pytest
+
+from conftest import small_cluster
+from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.errors import ConfigError, PolicyError
+from raytestbed.schedulers.asrpt import VirtualSrpt
+from raytestbed.schedulers.base import JobArrived, Policy, Tick, WakeUp, make_policy
+from raytestbed.sim.engine import Simulator
+
+GB = 1e9
+BASELINES = ["spjf", "spwf", "wcs-duration", "wcs-workload", "wcs-subtime"]
+
+
+def plain(jid, arrival, gpus, iters, group="", user="u"):
+    """A job with 1 s/iteration and no communication (never comm-heavy)."""
+    return Job(jid, arrival, iters, (Stage(gpus, StageProfile(0.5, 0.5, 0.0, 0.0)),), CommPattern.RAR,
+               group=group or f"g{jid}", user=user)
+
+
+def heavy(jid, arrival, gpus, iters, h=1 * GB):
+    """A ring-all-reduce job whose alpha^max / alpha~min is far above 1.5."""
+    return Job(jid, arrival, iters, (Stage(gpus, StageProfile(0.5, 0.5, 0.0, h)),), CommPattern.RAR,
+               group=f"g{jid}", user="u")
+
+
+def run(policy, jobs, cluster):
+    res = Simulator(cluster, jobs, policy).run()
+    return {r.job.job_id: r for r in res.records}
+
+
+# --------------------------------------------------------------- virtual SRPT
+def test_virtual_srpt_preempts_and_orders_by_completion():
+    v = VirtualSrpt()
+    assert v.add(0, 10.0, 0.0) == []
+    assert v.add(1, 2.0, 1.0) == []  # preempts job 0 (9 left)
+    assert v.add(2, 1.0, 2.0) == []  # job 1 has 1 left: tie broken by arrival -> job 1 first
+    assert v.add(3, 10.0, 3.0) == [1]
+    assert v.advance(4.0) == [2]
+    assert v.next_completion() == pytest.approx(13.0)
+    assert v.advance(100.0) == [0, 3]
+
+
+def test_virtual_srpt_zero_sizes_keep_arrival_order_and_simultaneous_sort_by_size():
+    v = VirtualSrpt()
+    out = []
+    for j, t in enumerate([0.0, 1.0, 1.0, 5.0]):
+        out += v.add(j, 0.0, t)
+    out += v.advance(5.0)
+    assert out == [0, 1, 2, 3]
+    w = VirtualSrpt()
+    for j, size in enumerate([3.0, 1.0, 2.0]):
+        w.add(j, size, 0.0)
+    assert w.advance(10.0) == [1, 2, 0]
+
+
+# ----------------------------------------------------------------- A-SRPT
+def test_asrpt_perfect_follows_hand_computed_srpt_order():
+    """4 jobs on one 4-GPU server, 1 s/iteration; virtual sizes g/G * n: 10, 2, 1, 10.
+
+    Virtual SRPT: J1 preempts J0 at t=1 and ends at 3; J2 (tie with J1's remaining 1 at
+    t=2, later arrival) ends at 4; J0 at 13, J3 at 23. Real starts therefore 3, 4, 13, 23.
+    """
+    c = small_cluster(servers=1, gpus=4)
+    jobs = [plain(0, 0.0, 4, 10), plain(1, 1.0, 2, 4), plain(2, 2.0, 1, 4), plain(3, 3.0, 2, 20)]
+    pol = make_policy("asrpt-perfect")
+    rec = run(pol, jobs, c)
+    assert pol.order == [1, 2, 0, 3]
+    assert [rec[j].first_start_s for j in range(4)] == pytest.approx([13.0, 3.0, 4.0, 23.0])
+    assert [rec[j].finish_s for j in range(4)] == pytest.approx([23.0, 7.0, 8.0, 43.0])
+    assert sum(rec[j].finish_s - jobs[j].arrival_s for j in range(4)) == pytest.approx(75.0)
+
+
+def test_asrpt_with_unseen_groups_is_fifo():
+    """Every group unseen -> predicted 0 -> queued at arrival, strict head-of-line."""
+    c = small_cluster(servers=1, gpus=4)
+    jobs = [plain(0, 0.0, 4, 10), plain(1, 1.0, 2, 4), plain(2, 2.0, 1, 4), plain(3, 3.0, 2, 20)]
+    pol = make_policy("asrpt")
+    rec = run(pol, jobs, c)
+    assert pol.order == [0, 1, 2, 3]
+    assert rec[1].first_start_s == pytest.approx(10.0)
+
+
+def test_asrpt_uses_learned_predictions_for_order():
+    """Group 'long' and 'short' complete once each; later jobs of both are ordered by prediction."""
+    c = small_cluster(servers=1, gpus=1)
+    jobs = [plain(0, 0.0, 1, 50, group="long"), plain(1, 0.0, 1, 5, group="short"),
+            plain(2, 100.0, 1, 50, group="long"), plain(3, 100.0, 1, 5, group="short")]
+    pol = make_policy("asrpt", predictor="mean", retrain_every=1)
+    run(pol, jobs, c)
+    assert pol.order[:2] == [0, 1]  # unseen: arrival order
+    assert pol.order[2:] == [3, 2]  # learned: the short one first
+
+
+def _delay_setup():
+    """Two 2-GPU comm-heavy fillers (one per server) and a 4-GPU comm-heavy job J arriving at 60 s."""
+    c = small_cluster(servers=2, gpus=4)
+    fillers = [heavy(0, 0.0, 2, 100), heavy(1, 0.0, 2, 100)]
+    return c, fillers, heavy(2, 60.0, 4, 20)
+
+
+def test_delay_window_waits_for_a_better_placement():
+    c, fillers, j = _delay_setup()
+    pol = make_policy("asrpt-perfect", tau=10.0)
+    rec = run(pol, fillers + [j], c)
+    f0_end = min(rec[0].finish_s, rec[1].finish_s)
+    assert pol.delayed == 1
+    assert rec[2].first_start_s == pytest.approx(f0_end)  # first moment one server is free
+    assert rec[2].servers == 1
+
+
+def test_delay_window_expires_and_starts_split():
+    c, fillers, j = _delay_setup()
+    pol = make_policy("asrpt-perfect", tau=1.0)
+    rec = run(pol, fillers + [j], c)
+    f0_end = min(rec[0].finish_s, rec[1].finish_s)
+    est = pol._est
+    a_min = est.bounds(j)[0]
+    # J is queued when it completes in the virtual instance (fillers are done there by then)
+    queued = 60.0 + 4 / 8 * 20 * a_min
+    window = 1.0 * 4 / 8 * 20 * a_min
+    assert rec[2].first_start_s == pytest.approx(queued + window)
+    assert rec[2].first_start_s < f0_end
+    assert rec[2].servers == 2
+
+
+def test_tau_zero_starts_at_once():
+    c, fillers, j = _delay_setup()
+    pol = make_policy("asrpt-perfect", tau=0.0)
+    rec = run(pol, fillers + [j], c)
+    a_min = pol._est.bounds(j)[0]
+    assert rec[2].first_start_s == pytest.approx(60.0 + 4 / 8 * 20 * a_min)
+    assert pol.delayed == 0
+
+
+@pytest.mark.parametrize("mode", ["blocking", "deferred"])
+def test_delay_mode_blocking_vs_deferred(mode):
+    c, fillers, j = _delay_setup()
+    k = plain(3, 75.0, 1, 5)  # arrives while J waits in its window
+    pol = make_policy("asrpt-perfect", tau=10.0, delay_mode=mode)
+    rec = run(pol, fillers + [j, k], c)
+    f0_end = min(rec[0].finish_s, rec[1].finish_s)
+    assert rec[2].first_start_s == pytest.approx(f0_end) and rec[2].servers == 1
+    if mode == "blocking":
+        assert rec[3].first_start_s >= rec[2].first_start_s  # nothing overtakes the waiting job
+    else:
+        assert rec[3].first_start_s < f0_end  # the queue went on
+
+
+def test_asrpt_rejects_bad_params():
+    with pytest.raises(ConfigError):
+        make_policy("asrpt", tau=-1)
+    with pytest.raises(ConfigError):
+        make_policy("asrpt", delay_mode="sometimes")
+    with pytest.raises(ConfigError):
+        make_policy("asrpt", predictor="oracle")
+    with pytest.raises(ConfigError):
+        make_policy("asrpt-perfect", predictor="mean")
+
+
+def test_asrpt_comm_light_jobs_go_to_least_available_server():
+    c = small_cluster(servers=2, gpus=4)
+    # job 0 (3 GPUs) on server 0 -> server 0 has 1 free, server 1 has 4: a light 1-GPU job goes to server 0
+    jobs = [plain(0, 0.0, 3, 100), plain(1, 1.0, 1, 5)]
+    rec = run(make_policy("asrpt"), jobs, c)
+    assert rec[1].placement.startswith("s0:0x1")
+
+
+# ----------------------------------------------------------------- WakeUp
+class _Alarm(Policy):
+    name = "alarm-test"
+
+    def __init__(self, seed=0, at=(5.0,)):
+        super().__init__(seed)
+        self.at, self.ticks = list(at), []
+
+    def on_event(self, event, view):
+        if isinstance(event, Tick):
+            self.ticks.append(event.time)
+        if isinstance(event, JobArrived):
+            return [WakeUp(t) for t in self.at]
+        return []
+
+
+def test_wakeup_delivers_one_tick_at_the_time():
+    c = small_cluster(servers=1, gpus=1)
+    pol = _Alarm(at=(5.0, 2.5))
+    # the job never starts (the test policy starts nothing); the run ends when the heap is empty
+    Simulator(c, [plain(0, 1.0, 1, 1)], pol).run()
+    assert pol.ticks == [2.5, 5.0]
+
+
+def test_wakeup_in_the_past_is_an_error():
+    c = small_cluster(servers=1, gpus=1)
+    with pytest.raises(PolicyError):
+        Simulator(c, [plain(0, 1.0, 1, 1)], _Alarm(at=(0.5,))).run()
+
+
+# ----------------------------------------------------------------- baselines
+@pytest.mark.parametrize("name", BASELINES + ["asrpt", "asrpt-perfect"])
+def test_policy_finishes_every_job_of_a_small_trial(name):
+    c = small_cluster(servers=2, gpus=4)
+    jobs = []
+    for j in range(30):
+        g = [1, 2, 4, 8, 1, 3][j % 6]
+        jobs.append(heavy(j, 7.0 * j, g, 20 + 7 * (j % 5)) if j % 3 == 0 else
+                    plain(j, 7.0 * j, g, 20 + 11 * (j % 4), group=f"grp{j % 4}"))
+    pol = make_policy(name, seed=1, retrain_every=5) if name != "wcs-subtime" else make_policy(name)
+    rec = run(pol, jobs, c)
+    assert all(r.finish_s == r.finish_s for r in rec.values())
+    assert sorted(pol.order) == list(range(30))
+
+
+def test_spjf_is_strict_and_wcs_duration_backfills():
+    """Perfect predictions; job 1 (8 GPUs) is the shortest but cannot start while job 0 runs."""
+    c = small_cluster(servers=2, gpus=4)
+    jobs = [plain(0, 0.0, 4, 100), plain(1, 1.0, 8, 5), plain(2, 2.0, 1, 50)]
+    spjf = run(make_policy("spjf", predictor="perfect"), jobs, c)
+    wcs = run(make_policy("wcs-duration", predictor="perfect"), jobs, c)
+    assert spjf[2].first_start_s == pytest.approx(105.0)  # behind job 1, which waits for job 0
+    assert wcs[2].first_start_s == pytest.approx(2.0)  # work-conserving: starts at once
+
+
+def test_baseline_orders():
+    c = small_cluster(servers=1, gpus=2)
+    # all arrive while job 0 holds the cluster; queue order decides
+    jobs = [plain(0, 0.0, 2, 10), plain(1, 1.0, 2, 30), plain(2, 2.0, 1, 40), plain(3, 3.0, 2, 25)]
+    orders = {}
+    for name in BASELINES:
+        pol = make_policy(name, predictor="perfect") if name != "wcs-subtime" else make_policy(name)
+        run(pol, jobs, c)
+        orders[name] = pol.order
+    assert orders["spjf"] == [0, 3, 1, 2]  # durations 25 < 30 < 40
+    assert orders["spwf"] == [0, 2, 3, 1]  # workloads 40 < 50 < 60
+    assert orders["wcs-subtime"] == [0, 1, 2, 3]
+    assert orders["wcs-duration"] == [0, 3, 1, 2]
+    assert orders["wcs-workload"] == [0, 2, 3, 1]
