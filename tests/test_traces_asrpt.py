@@ -9,6 +9,7 @@ import pytest
 from conftest import small_cluster
 from raytestbed.core.timing import asrpt_alpha_min_tilde
 from raytestbed.errors import ConfigError, TraceError
+from raytestbed.placement.heavy_edge import heavy_edge_mapper
 from raytestbed.traces.datadir import ENV_VAR, data_file, find_data_dir
 from raytestbed.traces.registry import load_workload, workload_kinds
 
@@ -80,7 +81,7 @@ def test_aaic_jobs_follow_the_paper_construction(data_root):
     for j in jobs:
         # same group -> same model and configuration
         assert by_group.setdefault(j.group, (j.model, j.replicas())) == (j.model, j.replicas())
-        a = asrpt_alpha_min_tilde(j, 4, cl.nic_bps, cl.intra_bps)
+        a = asrpt_alpha_min_tilde(j, 4, cl.nic_bps, cl.intra_bps, heavy_edge_mapper(0))
         assert j.iterations == max(1, round(j.duration_hint_s / a * 0.5))
     assert jobs[0].group.startswith("u0:q0:n2:g1")
     assert len({j.user for j in jobs}) == 3

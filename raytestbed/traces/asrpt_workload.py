@@ -22,8 +22,8 @@ into jobs the way the paper does:
    group shares that choice. (No memory model: every profiled model is taken
    to fit one GPU; the paper keeps T5/GPT off single-GPU groups.)
 4. **Iterations**: n_i = run time / alpha~min_i of the assigned configuration
-   on the trial's cluster (A-SRPT §V-A-1-b; :func:`raytestbed.core.timing.asrpt_alpha_min_tilde`),
-   at least 1.
+   on the trial's cluster (A-SRPT §V-A-1-b; :func:`raytestbed.core.timing.asrpt_alpha_min_tilde`
+   with Heavy-Edge seeded by the trial seed, as the A-SRPT policies compute it), at least 1.
 5. **Down-scaling**: arrivals x ``arrival_scale`` and iterations x
    ``iteration_scale`` (the paper's testbed used 0.1 for both).
 
@@ -40,7 +40,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
 
 from raytestbed.core.job import CommPattern, Job
-from raytestbed.core.timing import asrpt_alpha_min_tilde
+from raytestbed.core.timing import Mapper, asrpt_alpha_min_tilde, contiguous_mapper
 from raytestbed.errors import ConfigError, TraceError
 from raytestbed.placement.planner import PipelineConfig, plan_configs, planning_bandwidth
 from raytestbed.traces.jobs import build_job
@@ -78,6 +78,15 @@ class AsrptTraceParams(BaseModel):
     iteration_scale: PositiveFloat = 1.0
     single_gpu_share: float | None = Field(None, ge=0.0, le=1.0)
     oversize: Literal["error", "drop"] = "error"
+
+
+def alpha_min_mapper(seed: int) -> Mapper:
+    """The mapper of alpha~min (A-SRPT §IV-B): Heavy-Edge seeded like the policies, else contiguous."""
+    try:
+        from raytestbed.placement.heavy_edge import heavy_edge_mapper
+    except ImportError:  # pragma: no cover - Heavy-Edge ships with the package
+        return contiguous_mapper
+    return heavy_edge_mapper(seed)
 
 
 def select_rows(rows: Sequence[TraceRow], p: AsrptTraceParams, rng: np.random.Generator, where: str) -> list[TraceRow]:
@@ -143,6 +152,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         rows = _reshare(rows, p.single_gpu_share, rng, where)
     t0 = rows[0].arrival_s
 
+    mapper = alpha_min_mapper(ctx.seed)
     choice: dict[tuple[str, int], tuple[str, PipelineConfig]] = {}
     alpha_cache: dict[tuple[str, tuple, tuple], float] = {}
     jobs: list[Job] = []
@@ -165,7 +175,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         akey = (model, cfg.boundaries, cfg.replicas)
         alpha = alpha_cache.get(akey)
         if alpha is None:
-            alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps)
+            alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps, mapper)
             alpha_cache[akey] = alpha
         job.iterations = max(1, round(r.duration_s / alpha * p.iteration_scale))
         job.extra["trace_row"] = r.where
