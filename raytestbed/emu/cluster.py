@@ -1,0 +1,262 @@
+"""EmuCluster: an emulated GPU cluster on Ray — placement groups, ServerActors, one Fabric actor.
+
+For every emulated server ``m`` a placement group (strategy ``STRICT_PACK``,
+so the whole server lands on one Ray node) holds its GPUs as the custom
+resource ``emu_gpu``: one bundle per *GPU group* of ``gpus_per_actor`` GPUs
+(default 1 GPU per bundle).  Ray places the groups on nodes by their free
+``emu_gpu`` resources, so on a multi-node cluster the emulated servers
+spread over the real nodes.  A :class:`~raytestbed.emu.server.ServerActor`
+sits in bundle 0; GPU workers are placed with :meth:`EmuCluster.worker_options`.
+Killing a server removes its placement group, which kills every actor placed
+in it (its workers), and tells the fabric to fail its transfers.
+
+Units: bandwidths in the core ``Cluster`` are emulated bytes/s; times
+returned by the fabric are emulated seconds (see :mod:`.timescale`).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.emu.fabric import ServerLostError, fabric_actor_class
+from raytestbed.emu.raysession import RaySession
+from raytestbed.emu.server import ServerActor
+from raytestbed.emu.timescale import TimeScale, check_links
+from raytestbed.errors import ConfigError
+
+RESOURCE = "emu_gpu"
+
+
+class FidelityWarning(RuntimeWarning):
+    """The host cannot pace some link at the chosen time scale."""
+
+
+class EmuCluster:
+    """An emulated cluster on Ray (see module docstring).
+
+    Args:
+        cluster: the core cluster description.
+        time_scale: emulated seconds per wall second (float) or a :class:`TimeScale`.
+        address: Ray cluster to attach to (else ``RAY_ADDRESS``, else a local Ray on 127.0.0.1).
+        gpus_per_actor: GPUs per placement-group bundle / host process group (None = 1).
+        mode: fabric clock, ``"paced"`` (wall clock through the time scale) or ``"virtual"``.
+        strict: raise instead of warn when a link is faster than the host can pace.
+        auth: Ray token authentication, ``"session"`` | ``"disabled"`` | ``"inherit"`` (raysession.py).
+        host: bind address of a local Ray (default 127.0.0.1).
+        ready_timeout_s: wall seconds to wait for placement groups and actors.
+        **ray_opts: passed to ``ray.init`` (``num_cpus``, ``object_store_memory``, ...).
+    """
+
+    def __init__(self, cluster: Cluster, *, time_scale: float | TimeScale = 1.0, address: str | None = None,
+                 gpus_per_actor: int | None = None, mode: str = "paced", strict: bool = False,
+                 auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float = 60.0,
+                 settle_s: float = 0.005, **ray_opts) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+
+        if mode not in ("paced", "virtual"):
+            raise ConfigError(f"emulator: mode must be 'paced' or 'virtual', got {mode!r}")
+        if gpus_per_actor is not None and not (isinstance(gpus_per_actor, int) and gpus_per_actor >= 1):
+            raise ConfigError(f"emulator: gpus_per_actor must be an integer >= 1, got {gpus_per_actor!r}")
+        self.cluster = cluster
+        self.time_scale = time_scale if isinstance(time_scale, TimeScale) else TimeScale(time_scale)
+        self.mode = mode
+        self.gpus_per_actor = gpus_per_actor or 1
+        self.fidelity_warnings: list[str] = []
+        if mode == "paced":
+            self._check_time_scale(strict)
+
+        self._session = RaySession.open(address=address, auth=auth, host=host,
+                                        resources={RESOURCE: float(cluster.total_gpus)}, **ray_opts)
+        self._pgs: list = []
+        self.servers: list = []
+        self._watch: dict = {}
+        self._alive: set[int] = set(range(cluster.num_servers))
+        self._lost_reported: set[int] = set()
+        try:
+            have = ray.cluster_resources().get(RESOURCE, 0.0)
+            if have + 1e-9 < cluster.total_gpus:
+                raise ConfigError(
+                    f"emulator: the Ray cluster offers {have:g} '{RESOURCE}' resources but the emulated cluster "
+                    f"'{cluster.name}' needs {cluster.total_gpus}; start each node with "
+                    f"ray start --resources '{{\"{RESOURCE}\": N}}'")
+            # GPU groups and placement groups, one per server.
+            self.gpu_groups: list[tuple[int, ...]] = []
+            self._gpu_bundle: dict[int, tuple[int, int]] = {}  # gpu -> (server, bundle index)
+            for s in cluster.servers:
+                gpus = list(cluster.gpus_of(s.server_id))
+                groups = [tuple(gpus[i:i + self.gpus_per_actor]) for i in range(0, len(gpus), self.gpus_per_actor)]
+                for b, grp in enumerate(groups):
+                    self.gpu_groups.append(grp)
+                    for g in grp:
+                        self._gpu_bundle[g] = (s.server_id, b)
+                bundles = [{RESOURCE: float(len(grp))} for grp in groups] or [{"CPU": 0.001}]
+                self._pgs.append(placement_group(bundles, strategy="STRICT_PACK"))
+            pending = {pg.ready(): m for m, pg in enumerate(self._pgs)}
+            ready, not_ready = ray.wait(list(pending), num_returns=len(pending), timeout=ready_timeout_s)
+            if not_ready:
+                missing = sorted(pending[r] for r in not_ready)
+                raise ConfigError(
+                    f"emulator: servers {missing[:8]} could not be placed within {ready_timeout_s:g} s; each server "
+                    f"needs all its GPUs ('{RESOURCE}') on one Ray node")
+            server_cls = ray.remote(num_cpus=0)(ServerActor)
+            for s in cluster.servers:
+                first = cluster.gpus_of(s.server_id).start
+                a = server_cls.options(scheduling_strategy=self._strategy(s.server_id, 0),
+                                       max_concurrency=10_000).remote(
+                    s.server_id, first, s.gpus, self.time_scale)
+                self.servers.append(a)
+            self.fabric = fabric_actor_class().options(max_concurrency=100_000, num_cpus=0).remote(
+                cluster, self.time_scale, mode, settle_s)
+            ray.get([a.ping.remote() for a in self.servers] + [self.fabric.ping.remote()],
+                    timeout=ready_timeout_s)
+            self._watch = {a.watch.remote(): m for m, a in enumerate(self.servers)}
+        except BaseException:
+            self.shutdown()
+            raise
+
+    # ------------------------------------------------------------ set-up helpers
+    def _check_time_scale(self, strict: bool) -> None:
+        inaccurate, unusable = check_links(self.cluster, self.time_scale)
+        if unusable and strict:
+            raise ConfigError(
+                f"emulator: time_scale {self.time_scale.factor:g} needs wall rates this host cannot pace "
+                f"({'; '.join(unusable[:3])}); use a smaller time_scale (e.g. "
+                f"raytestbed.emu.timescale.suggest_factor) or mode='virtual'")
+        for msg in unusable + inaccurate:
+            self.fidelity_warnings.append(msg)
+        if unusable or inaccurate:
+            warnings.warn(
+                f"emulator: at time_scale {self.time_scale.factor:g} {len(unusable + inaccurate)} link(s) exceed "
+                f"the ~100 MB/s wall rate the host paces within 5% (first: {(unusable + inaccurate)[0]})",
+                FidelityWarning, stacklevel=3)
+
+    def _strategy(self, server: int, bundle: int):
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        return PlacementGroupSchedulingStrategy(self._pgs[server], placement_group_bundle_index=bundle)
+
+    # ------------------------------------------------------------ contract
+    def worker_options(self, gpu_id: int) -> dict:
+        """``ActorClass.options(**kw)`` arguments placing a worker of emulated GPU ``gpu_id``.
+
+        The worker takes 1 ``emu_gpu`` from the bundle of ``gpu_id``'s GPU group, on the node
+        that hosts its server, and no CPU; it dies when its server is killed.
+        """
+        if not (isinstance(gpu_id, int) and 0 <= gpu_id < self.cluster.total_gpus):
+            raise ValueError(f"emulator: GPU id {gpu_id!r} is not in 0..{self.cluster.total_gpus - 1}")
+        server, bundle = self._gpu_bundle[gpu_id]
+        if server not in self._alive:
+            raise ServerLostError(f"emulator: server {server} of GPU {gpu_id} was lost")
+        return {"num_cpus": 0, "resources": {RESOURCE: 1.0},
+                "scheduling_strategy": self._strategy(server, bundle)}
+
+    def group_of(self, gpu_id: int) -> tuple[int, ...]:
+        """The GPUs that share ``gpu_id``'s bundle (one host process may serve them all)."""
+        server, bundle = self._gpu_bundle[gpu_id]
+        return tuple(g for g in self.cluster.gpus_of(server) if self._gpu_bundle[g] == (server, bundle))
+
+    def server_actor(self, m: int):
+        """The ServerActor handle of server ``m``."""
+        return self.servers[m]
+
+    def server_nodes(self) -> dict[int, str]:
+        """Ray node id hosting each emulated server (from its placement group)."""
+        from ray.util.placement_group import placement_group_table
+
+        out = {}
+        for m, pg in enumerate(self._pgs):
+            if m not in self._alive:
+                continue
+            nodes = placement_group_table(pg).get("bundles_to_node_id", {})
+            if nodes:
+                out[m] = nodes[0]
+        return out
+
+    def kill_server(self, m: int) -> None:
+        """Fault injection: server ``m`` dies with its workers; its transfers fail (ServerLostError)."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        if not (isinstance(m, int) and 0 <= m < self.cluster.num_servers):
+            raise ValueError(f"emulator: server {m!r} is not in 0..{self.cluster.num_servers - 1}")
+        if m not in self._alive:
+            return
+        self._alive.discard(m)
+        ray.get(self.fabric.fail_server.remote(m))
+        ray.kill(self.servers[m], no_restart=True)
+        remove_placement_group(self._pgs[m])
+
+    def slow_link(self, m: int, factor: float, *, direction: str = "both") -> None:
+        """Fault injection: server ``m``'s NIC (``egress``/``ingress``/``both``, or ``intra``) runs ``factor``x slower."""
+        import ray
+
+        if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
+            raise ValueError(f"slow_link: factor must be a finite number > 0, got {factor!r}")
+        sides = {"both": ("egress", "ingress"), "egress": ("egress",), "ingress": ("ingress",),
+                 "intra": ("intra",)}.get(direction)
+        if sides is None:
+            raise ValueError(f"slow_link: direction must be both, egress, ingress or intra, got {direction!r}")
+        ray.get([self.fabric.slow_link.remote((side, m), float(factor)) for side in sides])
+
+    def alive_servers(self) -> set[int]:
+        """Servers not killed and not found dead by :meth:`poll_failures`."""
+        return set(self._alive)
+
+    def poll_failures(self, timeout_s: float = 0.0) -> list[int]:
+        """Servers whose actor died since the last call (killed or crashed); the fabric fails their transfers."""
+        import ray
+
+        lost: list[int] = []
+        if self._watch:
+            done, _ = ray.wait(list(self._watch), num_returns=len(self._watch), timeout=timeout_s)
+            for ref in done:
+                m = self._watch.pop(ref)
+                if m in self._alive:  # died by itself
+                    self._alive.discard(m)
+                    ray.get(self.fabric.fail_server.remote(m))
+        for m in range(self.cluster.num_servers):
+            if m not in self._alive and m not in self._lost_reported:
+                self._lost_reported.add(m)
+                lost.append(m)
+        return lost
+
+    def fabric_stats(self) -> dict:
+        """``ray.get(fabric.stats.remote())``."""
+        import ray
+
+        return ray.get(self.fabric.stats.remote())
+
+    # ------------------------------------------------------------ life cycle
+    def shutdown(self) -> None:
+        """Kill the actors and placement groups; shut Ray down if this cluster started it."""
+        import ray
+
+        if getattr(self, "_session", None) is None:
+            return
+        try:
+            if ray.is_initialized():
+                from ray.util.placement_group import remove_placement_group
+
+                for a in getattr(self, "servers", []):
+                    ray.kill(a, no_restart=True)
+                if getattr(self, "fabric", None) is not None:
+                    ray.kill(self.fabric, no_restart=True)
+                for m, pg in enumerate(self._pgs):
+                    try:
+                        remove_placement_group(pg)
+                    except Exception:  # already removed by kill_server
+                        pass
+        finally:
+            self._session.close()
+            self._session = None
+
+    def __enter__(self) -> "EmuCluster":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.shutdown()
+
+

@@ -1,0 +1,274 @@
+"""The fabric's fluid model: transfers grouped into connections, progressed in emulated time.
+
+No Ray, no asyncio: a pure model that both fabric modes (paced and virtual
+time) and :class:`~raytestbed.emu.fabric.LocalFabric` drive.
+
+* A **transfer** moves ``nbytes`` bytes from one emulated GPU to another.
+* Transfers of one job and coflow between the same two servers form one
+  **connection** (one TCP-like connection per server pair, as the simulator
+  merges them in ``network/traffic.py``); a connection is one flow of the
+  core :class:`~raytestbed.network.allocator.RateAllocator` (weighted max-min
+  over the links of ``Cluster.path``), and its members share its rate
+  equally (processor sharing).
+* A transfer between two GPUs of one server crosses no link; its connection
+  (per GPU pair) is capped at ``intra_bps`` (architecture.md: intra-server
+  traffic is a per-flow cap).
+* Rates are recomputed whenever a transfer starts or ends, a weight, rate
+  override or link capacity changes (the allocator recomputes lazily).
+
+:meth:`FluidNet.advance` moves the clock to a target time through every
+completion in between, so completion times are exact in the model whatever
+the delay of the caller's wake-up.  Units: bytes, bytes/s, emulated seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.errors import PolicyError
+from raytestbed.network.allocator import RateAllocator
+
+#: Bytes below which a transfer counts as delivered (float round-off).
+_EPS_BYTES = 1e-6
+
+
+@dataclass(eq=False)
+class Transfer:
+    """One transfer in the fluid model (times in emulated seconds, sizes in bytes)."""
+
+    tid: int
+    job_id: int
+    coflow_id: Hashable | None
+    src_gpu: int
+    dst_gpu: int
+    src_server: int
+    dst_server: int
+    nbytes: float
+    start_s: float
+    remaining: float = 0.0
+    conn: tuple = ()
+    finish_s: float | None = None
+    token: Any = None  # the caller's completion handle (an asyncio future)
+
+    def __post_init__(self) -> None:
+        self.remaining = float(self.nbytes)
+
+
+@dataclass(eq=False)
+class _Conn:
+    key: tuple
+    job_id: int
+    links: tuple
+    cap: float
+    members: dict[int, Transfer] = field(default_factory=dict)
+
+
+class FluidNet:
+    """Connections over a cluster's links, progressed in emulated time (seconds).
+
+    Args:
+        cluster: the emulated cluster (capacities in bytes/s).
+    """
+
+    def __init__(self, cluster: Cluster) -> None:
+        self.cluster = cluster
+        self.base_caps = dict(cluster.link_capacities())
+        self.link_factor: dict[Hashable, float] = {}  # slow-down factors (> 1 = slower)
+        self.intra_factor: dict[int, float] = {}  # per server
+        self.alloc = RateAllocator(self.base_caps)
+        self.t = 0.0  # emulated time of the last advance
+        self.conns: dict[tuple, _Conn] = {}
+        self.weights: dict[int, float] = {}
+        self.overrides: dict[Hashable, float] = {}
+        self.overcommitted = 0  # times policy-set rates exceeded a link's capacity
+        self._rates: dict[tuple, float] | None = None
+
+    # ------------------------------------------------------------ structure
+    def connection(self, job_id: int, coflow_id: Hashable | None, src_gpu: int, dst_gpu: int) -> tuple:
+        """Connection key of a transfer (see module docstring)."""
+        s, d = self.cluster.server_of(src_gpu), self.cluster.server_of(dst_gpu)
+        if s == d:
+            return ("intra", job_id, coflow_id, src_gpu, dst_gpu)
+        return ("inter", job_id, coflow_id, s, d)
+
+    def add(self, x: Transfer) -> None:
+        """Start transfer ``x`` at the current model time."""
+        key = self.connection(x.job_id, x.coflow_id, x.src_gpu, x.dst_gpu)
+        x.conn = key
+        conn = self.conns.get(key)
+        if conn is None:
+            if key[0] == "intra":
+                links, cap = (), self.cluster.intra_bps / self.intra_factor.get(x.src_server, 1.0)
+            else:
+                links, cap = self.cluster.path(x.src_server, x.dst_server), math.inf
+            conn = _Conn(key, x.job_id, links, cap)
+            self.conns[key] = conn
+            self.alloc.add_flow(key, links, weight=self.weights.get(x.job_id, 1.0), cap=cap)
+        conn.members[x.tid] = x
+        self._rates = None
+
+    def remove(self, x: Transfer) -> None:
+        """Take ``x`` out of the model (completed or failed)."""
+        conn = self.conns.get(x.conn)
+        if conn is None or x.tid not in conn.members:
+            return
+        del conn.members[x.tid]
+        if not conn.members:
+            del self.conns[x.conn]
+            self.alloc.remove_flow(x.conn)
+        self._rates = None
+
+    def transfers(self) -> list[Transfer]:
+        return [x for c in self.conns.values() for x in c.members.values()]
+
+    def __len__(self) -> int:
+        return sum(len(c.members) for c in self.conns.values())
+
+    # ------------------------------------------------------------ controls
+    def set_weights(self, weights: dict[int, float]) -> None:
+        """Per-job weights (> 0) of the weighted max-min allocation (decision SetFlowWeights)."""
+        for job, w in weights.items():
+            if not (isinstance(w, (int, float)) and math.isfinite(w) and w > 0):
+                raise PolicyError(f"SetFlowWeights: weight of job {job} must be a finite number > 0, got {w!r}")
+        for job, w in weights.items():
+            self.weights[job] = float(w)
+        changed = {c.key: self.weights[c.job_id] for c in self.conns.values() if c.job_id in weights}
+        if changed:
+            self.alloc.set_weights(changed)
+        self._rates = None
+
+    def set_rates(self, rates: dict) -> None:
+        """Explicit rates (bytes/s, >= 0; None removes) that replace max-min for matching connections.
+
+        Keys: a connection key as listed by ``flows()``; ``(job_id, src_server, dst_server)``
+        for that job's connections between two servers; or ``job_id`` for each of the job's
+        connections.  The most specific key wins.  Other connections share what is left
+        of each link by weighted max-min (as the simulator's SetFlowRates).
+        """
+        for key, r in rates.items():
+            if r is not None and not (isinstance(r, (int, float)) and math.isfinite(r) and r >= 0):
+                raise PolicyError(f"SetFlowRates: rate of {key!r} must be a finite number >= 0 bytes/s, got {r!r}")
+        for key, r in rates.items():
+            if r is None:
+                self.overrides.pop(key, None)
+            else:
+                self.overrides[key] = float(r)
+        self._rates = None
+
+    def set_link_factor(self, link: Hashable, factor: float) -> None:
+        """Slow link ``link`` down: capacity = configured / factor (factor >= 1 slows, 1 restores)."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"slow_link: factor must be a finite number > 0, got {factor!r}")
+        self.link_factor[link] = float(factor)
+        self.alloc.set_capacity(link, self.base_caps[link] / factor)
+        self._rates = None
+
+    def set_intra_factor(self, server: int, factor: float) -> None:
+        """Slow the intra-server bandwidth of ``server`` down by ``factor``."""
+        if not (math.isfinite(factor) and factor > 0):
+            raise ValueError(f"slow_link: factor must be a finite number > 0, got {factor!r}")
+        self.intra_factor[server] = float(factor)
+        # Existing connections keep their cap until they are re-created; update them now.
+        for c in list(self.conns.values()):
+            if c.key[0] == "intra" and self.cluster.server_of(c.key[3]) == server:
+                c.cap = self.cluster.intra_bps / factor
+                w = self.weights.get(c.job_id, 1.0)
+                self.alloc.remove_flow(c.key)
+                self.alloc.add_flow(c.key, (), weight=w, cap=c.cap)
+        self._rates = None
+
+    # ------------------------------------------------------------ rates
+    def _override_for(self, c: _Conn) -> float | None:
+        ov = self.overrides
+        if not ov:
+            return None
+        if c.key in ov:
+            return ov[c.key]
+        if c.key[0] == "inter":
+            k = (c.job_id, c.key[3], c.key[4])
+            if k in ov:
+                return ov[k]
+        return ov.get(c.job_id)
+
+    def conn_rates(self) -> dict[tuple, float]:
+        """Rate (bytes/s) of every connection."""
+        if self._rates is not None:
+            return self._rates
+        fixed = {k: r for k, r in ((c.key, self._override_for(c)) for c in self.conns.values()) if r is not None}
+        if not fixed:
+            self._rates = self.alloc.rates()
+            return self._rates
+        # Policy-set rates for some connections; max-min over the residual capacity for the rest.
+        residual = {l: self.alloc.capacity(l) for l in self.alloc.links()}
+        for k, r in fixed.items():
+            for link in self.conns[k].links:
+                residual[link] -= r
+        if any(left < -1e-9 * self.alloc.capacity(l) for l, left in residual.items()):
+            self.overcommitted += 1
+        tmp = RateAllocator({l: max(left, 1e-9 * self.alloc.capacity(l)) for l, left in residual.items()})
+        rest = [c for c in self.conns.values() if c.key not in fixed]
+        for c in rest:
+            tmp.add_flow(c.key, c.links, weight=self.weights.get(c.job_id, 1.0), cap=c.cap)
+        rates = dict(fixed)
+        if rest:
+            rates.update(tmp.rates())
+        self._rates = rates
+        return rates
+
+    def rate_of(self, x: Transfer) -> float:
+        """Rate (bytes/s) of one transfer: its connection's rate shared equally by its members."""
+        c = self.conns[x.conn]
+        return self.conn_rates()[x.conn] / len(c.members)
+
+    def next_finish(self) -> float:
+        """Model time (emulated s) of the next completion; inf when none can finish."""
+        best = math.inf
+        rates = self.conn_rates()
+        for c in self.conns.values():
+            r = rates[c.key] / len(c.members)
+            if r > 0:
+                best = min(best, min(x.remaining for x in c.members.values()) / r)
+        return self.t + best
+
+    # ------------------------------------------------------------ time
+    def advance(self, t_target: float) -> list[Transfer]:
+        """Move the model clock to ``t_target`` (emulated s); return transfers completed on the way.
+
+        Steps from completion to completion, recomputing rates after each, so
+        every ``finish_s`` is the exact fluid-model completion time.
+        """
+        done: list[Transfer] = []
+        while self.conns:
+            rates = self.conn_rates()
+            step, first = math.inf, None
+            per: list[tuple[Transfer, float]] = []
+            for c in self.conns.values():
+                r = rates[c.key] / len(c.members)
+                for x in c.members.values():
+                    per.append((x, r))
+                    if r > 0 and x.remaining / r < step:
+                        step, first = x.remaining / r, x
+            if self.t + step > t_target:
+                dt = t_target - self.t
+                if dt > 0:
+                    for x, r in per:
+                        x.remaining -= r * dt
+                    self.t = t_target
+                break
+            for x, r in per:
+                x.remaining -= r * step
+            self.t += step
+            first.remaining = 0.0
+            for x, _ in per:
+                if x.remaining <= max(_EPS_BYTES, 1e-12 * x.nbytes):
+                    x.remaining = 0.0
+                    x.finish_s = self.t
+                    self.remove(x)
+                    done.append(x)
+        if t_target > self.t:
+            self.t = t_target
+        return done

@@ -1,0 +1,184 @@
+"""The fabric's model without Ray: LocalFabric (virtual time) and TimeScale."""
+
+import asyncio
+import math
+
+import pytest
+
+from raytestbed.core.cluster import Cluster, Rack, Server
+from raytestbed.emu.fabric import FabricError, LocalFabric, ServerLostError
+from raytestbed.emu.timescale import TimeScale, check_links, suggest_factor
+from raytestbed.errors import ConfigError, PolicyError
+
+MB = 1e6
+
+
+def two_servers(nic=100 * MB, intra=1000 * MB, gpus=4):
+    return Cluster.homogeneous(2, gpus, nic, intra)
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+def test_single_flow_takes_size_over_rate():
+    async def main():
+        f = LocalFabric(two_servers())
+        return await f.transfer(0, 0, 4, 50 * MB)
+
+    assert run(main()) == pytest.approx(0.5)
+
+
+def test_two_flows_on_one_nic_each_get_half():
+    async def main():
+        f = LocalFabric(two_servers())
+        a, b = await asyncio.gather(f.transfer(0, 0, 4, 50 * MB), f.transfer(1, 1, 5, 50 * MB))
+        return a, b
+
+    assert run(main()) == pytest.approx((1.0, 1.0))
+
+
+def test_weights_three_to_one_share_75_25():
+    async def main():
+        f = LocalFabric(two_servers())
+        await f.set_weights({0: 3.0, 1: 1.0})
+        # equal sizes: job 0 at 75 MB/s finishes 75 MB... job 1 at 25 MB/s until then
+        a, b = await asyncio.gather(f.transfer(0, 0, 4, 75 * MB), f.transfer(1, 1, 5, 75 * MB))
+        return a, b
+
+    a, b = run(main())
+    assert a == pytest.approx(1.0)  # 75 MB at 75 MB/s
+    assert b == pytest.approx(1.0 + 50 / 100)  # 25 MB in 1 s, then 50 MB alone at 100 MB/s
+
+
+def test_intra_server_flow_is_not_limited_by_the_nic():
+    async def main():
+        f = LocalFabric(two_servers())
+        return await asyncio.gather(f.transfer(0, 0, 1, 500 * MB), f.transfer(1, 0, 4, 50 * MB))
+
+    intra, inter = run(main())
+    assert intra == pytest.approx(0.5)  # 500 MB at 1000 MB/s, not 100 MB/s
+    assert inter == pytest.approx(0.5)
+
+
+def test_flows_of_one_job_between_two_servers_share_one_connection():
+    async def main():
+        f = LocalFabric(two_servers())
+        # job 0 opens three transfers 0->1 (one connection), job 1 one transfer: max-min per connection
+        return await asyncio.gather(*(f.transfer(0, g, 4, 10 * MB, "c") for g in range(3)),
+                                    f.transfer(1, 3, 5, 50 * MB))
+
+    *mine, other = run(main())
+    assert mine == pytest.approx([0.6] * 3)  # 30 MB at 50 MB/s
+    assert other == pytest.approx(0.6 + 20 / 100)  # 30 MB at 50 MB/s, then 20 MB alone
+
+
+def test_ingress_is_a_bottleneck_too():
+    c = Cluster.homogeneous(3, 1, 100 * MB, 1000 * MB)
+
+    async def main():
+        f = LocalFabric(c)
+        return await asyncio.gather(f.transfer(0, 0, 2, 50 * MB), f.transfer(1, 1, 2, 50 * MB))
+
+    assert run(main()) == pytest.approx((1.0, 1.0))
+
+
+def test_rack_uplink_is_shared():
+    c = Cluster(servers=tuple(Server(i, 1, 100 * MB, 100 * MB, rack=i // 2) for i in range(4)),
+                intra_bps=1000 * MB, racks=(Rack(0, 50 * MB, 50 * MB), Rack(1, 50 * MB, 50 * MB)))
+
+    async def main():
+        f = LocalFabric(c)
+        return await asyncio.gather(f.transfer(0, 0, 2, 25 * MB), f.transfer(1, 1, 3, 25 * MB))
+
+    assert run(main()) == pytest.approx((1.0, 1.0))  # 50 MB/s uplink shared by two flows
+
+
+def test_set_rates_overrides_max_min_and_rest_gets_residual():
+    async def main():
+        f = LocalFabric(two_servers())
+        await f.set_rates({0: 20 * MB})
+        return await asyncio.gather(f.transfer(0, 0, 4, 20 * MB), f.transfer(1, 1, 5, 80 * MB))
+
+    assert run(main()) == pytest.approx((1.0, 1.0))
+
+
+def test_slow_link_divides_capacity():
+    async def main():
+        f = LocalFabric(two_servers())
+        await f.slow_link(("egress", 0), 4.0)
+        return await f.transfer(0, 0, 4, 25 * MB)
+
+    assert run(main()) == pytest.approx(1.0)
+
+
+def test_rate_change_mid_flight_repaces_the_flow():
+    async def main():
+        f = LocalFabric(two_servers())
+        task = asyncio.ensure_future(f.transfer(0, 0, 4, 100 * MB))
+        # a second flow of another job starting 0.5 s later (virtual start time)
+        other = asyncio.ensure_future(f.transfer(1, 1, 5, 25 * MB, start_s=0.5))
+        return await task, await other
+
+    a, b = run(main())
+    # 0..0.5 s alone: 50 MB; then halves: job 1 needs 0.5 s for 25 MB; job 0 sends 25 MB; last 25 MB alone
+    assert b == pytest.approx(0.5)
+    assert a == pytest.approx(1.25)
+
+
+def test_coflow_completion_and_bytes_sent():
+    async def main():
+        f = LocalFabric(two_servers())
+        await asyncio.gather(f.transfer(7, 0, 4, 10 * MB, "cf"), f.transfer(7, 4, 0, 30 * MB, "cf"))
+        return await f.stats()
+
+    s = run(main())
+    assert s["bytes_sent"] == {7: pytest.approx(40 * MB)}
+    cf = s["coflows"]["cf"]
+    assert cf["start_s"] == 0.0 and cf["end_s"] == pytest.approx(0.3) and cf["bytes"] == pytest.approx(40 * MB)
+
+
+def test_same_gpu_and_zero_bytes_take_no_time_and_bad_ids_fail():
+    async def main():
+        f = LocalFabric(two_servers())
+        assert await f.transfer(0, 3, 3, 10 * MB) == 0.0
+        assert await f.transfer(0, 3, 4, 0) == 0.0
+        with pytest.raises(FabricError):
+            await f.transfer(0, 0, 99, 10)
+        with pytest.raises(PolicyError):
+            await f.set_weights({0: 0.0})
+
+    run(main())
+
+
+def test_lost_server_fails_in_flight_and_later_transfers():
+    async def main():
+        f = LocalFabric(two_servers())
+        t = asyncio.ensure_future(f.transfer(0, 0, 4, 10 * MB))
+        await asyncio.sleep(0)
+        assert await f.fail_server(1) == [0]
+        with pytest.raises(ServerLostError):
+            await t
+        with pytest.raises(ServerLostError):
+            await f.transfer(1, 5, 0, 10)
+        assert await f.transfer(2, 0, 1, 10 * MB) == pytest.approx(0.01)  # server 0 still works
+
+    run(main())
+
+
+def test_time_scale_conversions_and_checks():
+    ts = TimeScale(0.01)
+    assert ts.tdf == pytest.approx(100)
+    assert ts.to_wall(1.0) == pytest.approx(100.0) and ts.to_emu(100.0) == pytest.approx(1.0)
+    assert TimeScale.from_tdf(100).factor == pytest.approx(0.01)
+    with pytest.raises(ConfigError):
+        TimeScale(0)
+    with pytest.raises(ConfigError):
+        TimeScale(math.inf)
+    c = Cluster.homogeneous(2, 4, 1.25e9, 300e9)  # 10 Gbit/s NIC, NVLink
+    f = suggest_factor(c)
+    assert f == pytest.approx(100e6 / 1.25e9)
+    inaccurate, unusable = check_links(c, TimeScale(f))
+    assert [m.split(":")[0] for m in unusable] == ["intra-server"] and not inaccurate
+    inaccurate, unusable = check_links(c, TimeScale(1.0))
+    assert len(unusable) == 5 and not inaccurate

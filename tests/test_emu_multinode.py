@@ -1,0 +1,58 @@
+"""Attach to a 2-node Ray cluster (ray.cluster_utils.Cluster) and spread emulated servers by resources.
+
+Marked slow (~25 s on the 2-core host): run with `pytest -m slow tests/test_emu_multinode.py`.
+"""
+
+import os
+import secrets
+
+import pytest
+
+ray = pytest.importorskip("ray")
+cluster_utils = pytest.importorskip("ray.cluster_utils")
+
+from raytestbed.core.cluster import Cluster  # noqa: E402
+from raytestbed.emu.cluster import EmuCluster  # noqa: E402
+from raytestbed.emu.raysession import _refresh_ray_auth_config  # noqa: E402
+
+
+@pytest.fixture
+def two_nodes(monkeypatch):
+    assert not ray.is_initialized()
+    # A session token in the environment: every node shares it, nothing is written under $HOME.
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
+    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
+    _refresh_ray_auth_config()
+    c = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"emu_gpu": 2}})
+    c.add_node(num_cpus=1, resources={"emu_gpu": 2})
+    c.wait_for_nodes()
+    try:
+        yield c
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.shutdown()
+        monkeypatch.undo()
+        _refresh_ray_auth_config()
+
+
+@pytest.mark.slow
+def test_servers_spread_over_both_nodes_by_resources(two_nodes):
+    cluster = Cluster.homogeneous(2, 2, 1.25e9, 300e9)
+    with EmuCluster(cluster, address=two_nodes.address, time_scale=0.01) as emu:
+        nodes = emu.server_nodes()
+        assert len(set(nodes.values())) == 2  # each node has room for one 2-GPU server only
+        info = ray.get([emu.server_actor(m).info.remote() for m in range(2)])
+        assert {i["server_id"]: i["node_id"] for i in info} == nodes
+
+        @ray.remote
+        class Worker:
+            def node(self):
+                return ray.get_runtime_context().get_node_id()
+
+        ws = [Worker.options(**emu.worker_options(g)).remote() for g in range(4)]
+        got = ray.get([w.node.remote() for w in ws])
+        assert got == [nodes[cluster.server_of(g)] for g in range(4)]
+        assert ray.get(emu.fabric.transfer.remote(0, 0, 2, 1e6)) > 0
+    assert not ray.is_initialized() or os.environ.get("RAY_ADDRESS") is None
