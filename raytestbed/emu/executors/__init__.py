@@ -1,0 +1,18 @@
+"""Executors: real PyTorch training jobs on the emulated cluster (see docs/emulator.md, "Executors").
+
+* pipeline-parallel jobs (A-SRPT): stage replicas on emulated GPUs, asynchronous
+  PipeDream-style 1F1B pipeline, activations/gradients through the fabric,
+  per-stage ring all-reduce;
+* ring-all-reduce data-parallel jobs (SJF-BCO, GADGET): the same worker with one
+  stage, our own ring (reduce-scatter + all-gather) over the fabric;
+* parameter-server jobs (Parrot): push/pull coflows to PS actors.
+
+Compute modes: ``real`` (run the zoo model's layers) and ``replay`` (hold the
+emulated GPU for the profiled time while moving real bytes).
+"""
+
+from raytestbed.emu.executors.job import JobRun, real_workers_running, start_job
+from raytestbed.emu.executors.plan import MODES, JobPlan, PsSpec, WorkerSpec, find_boundaries, plan_job
+
+__all__ = ["JobRun", "start_job", "real_workers_running", "MODES", "JobPlan", "PsSpec", "WorkerSpec",
+           "find_boundaries", "plan_job"]

@@ -1,0 +1,135 @@
+"""Real compute of one stage replica: a contiguous layer range of a zoo model.
+
+:class:`RealStage` runs forward and backward of its layers on real tensors
+(one torch thread: one emulated GPU per host core). The job's fixed synthetic
+batch of ``global_batch`` samples is sharded sample-wise: stage-0 replica r
+takes shard r; every later replica receives, from each upstream replica, the
+slice of its samples that the upstream replica cut for it (sample indices
+travel with the activations, so the last stage knows its targets).
+
+The loss of a shard of n samples out of G is scaled by n / G, so the SUM of the
+replicas' gradients (what the ring all-reduce computes) is exactly the gradient
+of the mean loss over the whole batch.
+
+PipeDream weight stashing: a stage with more than one mini-batch in flight runs
+each forward on a snapshot of its parameters (``torch.func.functional_call``)
+and the matching backward uses that snapshot, so optimizer steps in between do
+not invalidate saved tensors.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.func import functional_call
+
+from raytestbed.emu.executors.plan import WorkerSpec
+
+
+def _rows(make, n: int) -> torch.Tensor:
+    """``make(n)``, rows repeated cyclically when the preset holds fewer than n samples."""
+    x = make(n)
+    if x.shape[0] < n:
+        reps = -(-n // x.shape[0])
+        x = torch.cat([x] * reps)[:n]
+    return x
+
+
+class RealStage:
+    """Layers ``spec.layers`` of ``spec.model`` with random (seeded) weights."""
+
+    def __init__(self, spec: WorkerSpec) -> None:
+        from raytestbed.models import build_model
+
+        torch.set_num_threads(1)
+        model = build_model(spec.model, seed=spec.seed)
+        start, end = spec.layers
+        end = model.num_layers if end < 0 else end
+        self.spec = spec
+        self.first = start == 0
+        self.last = end == model.num_layers
+        self.module = model.stage(start, end)
+        self.module.train()
+        self.names = [n for n, p in self.module.named_parameters() if p.requires_grad]
+        self.params = [p for p in self.module.parameters() if p.requires_grad]
+        self.global_batch = spec.global_batch or model.batch_size * max(spec.replicas)
+        self.loss_fn = model.loss
+        self.stash_weights = spec.in_flight > 1
+        self._inputs = _rows(model.make_input, self.global_batch) if self.first else None
+        self._targets = _rows(model.make_target, self.global_batch) if self.last else None
+        self._saved: dict[int, tuple] = {}
+        self._grads: dict[int, list[torch.Tensor | None]] = {}
+
+    @property
+    def param_bytes(self) -> int:
+        return sum(p.numel() * p.element_size() for p in self.params)
+
+    def first_shard(self) -> np.ndarray:
+        """Sample indices of this stage-0 replica's shard of the global batch."""
+        k0 = self.spec.replicas[0]
+        return np.array_split(np.arange(self.global_batch), k0)[self.spec.replica]
+
+    def forward(self, i: int, x: np.ndarray | None, idx: np.ndarray) -> tuple[np.ndarray | None, float | None]:
+        """Forward of mini-batch ``i`` on samples ``idx``; returns (output as numpy, loss) .
+
+        The last stage returns (None, mean loss of its samples) and keeps the
+        scaled loss for :meth:`backward`; other stages return their output.
+        """
+        if self.first:
+            inp = self._inputs[torch.from_numpy(idx)]
+        else:
+            inp = torch.from_numpy(x).requires_grad_(True)
+        if self.stash_weights:
+            params = {n: p.detach().clone().requires_grad_(True) for n, p in zip(self.names, self.params)}
+        else:
+            params = dict(zip(self.names, self.params))
+        out = functional_call(self.module, params, (inp,))
+        loss_val = None
+        if self.last:
+            loss = self.loss_fn(out, self._targets[torch.from_numpy(idx)])
+            loss_val = float(loss.detach())
+            out = loss * (len(idx) / self.global_batch)
+            result = None
+        else:
+            result = out.detach().numpy()
+        self._saved[i] = (inp, out, params)
+        return result, loss_val
+
+    def backward(self, i: int, grad_out: np.ndarray | None) -> np.ndarray | None:
+        """Backward of mini-batch ``i``; returns the gradient w.r.t. the stage input (None on stage 0)."""
+        inp, out, params = self._saved.pop(i)
+        if grad_out is None:
+            out.backward()
+        else:
+            out.backward(torch.from_numpy(grad_out))
+        grads = []
+        for n in self.names:
+            p = params[n]
+            grads.append(p.grad.detach().clone() if p.grad is not None else None)
+            p.grad = None
+        self._grads[i] = grads
+        if self.first:
+            return None
+        return inp.grad.detach().numpy()
+
+    def flat_grad(self, i: int) -> np.ndarray:
+        """Mini-batch ``i``'s parameter gradients as one float32 vector (zeros where none)."""
+        grads = self._grads.pop(i)
+        parts = [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, self.params)]
+        if not parts:
+            return np.zeros(0, dtype=np.float32)
+        return torch.cat(parts).numpy()
+
+    def apply(self, flat: np.ndarray) -> None:
+        """SGD step with the summed gradient ``flat``: p -= lr * g."""
+        off = 0
+        with torch.no_grad():
+            for p in self.params:
+                n = p.numel()
+                p.add_(torch.from_numpy(np.asarray(flat[off:off + n], dtype=np.float32)).view_as(p),
+                       alpha=-self.spec.lr)
+                off += n
+
+    def flat_params(self) -> np.ndarray:
+        with torch.no_grad():
+            return torch.cat([p.reshape(-1) for p in self.params]).numpy().copy()

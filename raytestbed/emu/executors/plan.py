@@ -1,0 +1,275 @@
+"""What every worker of a placed job does: a pure description, no Ray, no torch.
+
+:func:`plan_job` turns a core :class:`~raytestbed.core.job.Job` and its
+:class:`~raytestbed.core.placement.Placement` into one :class:`WorkerSpec` per
+stage replica (plus one :class:`PsSpec` per parameter server of a PS job).
+The specs are plain picklable data handed to the Ray actors.
+
+Traffic follows A-SRPT's per-iteration model (§III-B, spec asrpt.md §3), so the
+emulated job moves exactly the bytes that eqs. (5)-(6) count:
+
+* every replica of stage s sends A_s / (k_s k_{s+1}) activation bytes to every
+  replica of stage s+1 in the forward pass and receives the same number of
+  gradient bytes back (``A_s`` = ``stages[s].profile.out_bytes``, one value per
+  boundary);
+* the k_s replicas of a stage run a ring all-reduce of h_s =
+  ``stages[s].profile.param_bytes`` bytes: 2(k-1) steps of h/k bytes. The ring
+  visits the replicas in GPU-id order, so it crosses each server boundary once
+  (SJF-BCO eq. 8 / A-SRPT eq. 6 assume one NIC crossing per hop);
+* a PS job's worker pushes h / num_ps bytes to every PS and pulls as many back
+  (Parrot §2.2).
+
+In ``real`` compute mode the bytes are those of the real tensors instead (the
+same numbers when the profile came from the same model and batch).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.job import CommPattern, Job, StageProfile
+from raytestbed.core.placement import Placement
+from raytestbed.core.profile import ModelProfile
+from raytestbed.errors import ConfigError
+
+MODES = ("real", "replay")
+
+#: SGD learning rates for real-compute training, per zoo preset (chosen so a
+#: few steps on the fixed synthetic batch reduce the loss); others use 0.01.
+DEFAULT_LR = {"mlp-tiny": 0.05, "gpt-tiny": 0.5, "gpt-small": 0.05, "resnet-small": 0.05,
+              "vgg19-cifar": 0.01, "vgg19-224": 0.001}
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """One stage replica of a job (units: seconds, bytes).
+
+    Attributes:
+        job_id, stage, replica, gpu: identity and the emulated GPU it runs on.
+        rank: index of this worker in the job's worker list (stage-major).
+        num_stages: S; replicas: k_s of every stage.
+        mode: ``real`` or ``replay``.
+        model, seed, lr: zoo preset, weight/data seed and SGD rate (real mode).
+        layers: the stage's layer range [start, end) in the model (real mode;
+            end -1 = to the last layer).
+        global_batch: samples per iteration over the whole job (real mode): the
+            profiled batch times the largest replica count, so a data-parallel
+            worker gets one profiled mini-batch; 0 = the preset's batch size.
+        profile: the stage's profiled times and sizes (replay mode holds the GPU
+            for ``fwd_s`` / ``bwd_s`` emulated seconds).
+        prev_gpus, next_gpus: GPUs of the replicas of stages s-1 / s+1.
+        act_out_bytes: replay-mode bytes sent to EACH replica of stage s+1
+            (A_s / (k_s k_{s+1})); act_in_bytes likewise from each upstream replica.
+        ring: GPUs of this stage's replicas in ring order; ring_pos: our position.
+        ps_gpus: fabric endpoints of the parameter servers (PS jobs only).
+        iterations, start_iteration: iterations to run, index of the first one.
+    """
+
+    job_id: int
+    stage: int
+    replica: int
+    gpu: int
+    rank: int
+    num_stages: int
+    replicas: tuple[int, ...]
+    comm: str
+    mode: str
+    model: str
+    seed: int
+    lr: float
+    layers: tuple[int, int]
+    global_batch: int
+    profile: StageProfile
+    prev_gpus: tuple[int, ...]
+    next_gpus: tuple[int, ...]
+    act_in_bytes: int
+    act_out_bytes: int
+    ring: tuple[int, ...]
+    ring_pos: int
+    ps_gpus: tuple[int, ...] = ()
+    iterations: int = 1
+    start_iteration: int = 0
+
+    @property
+    def key(self) -> tuple[int, int]:
+        return (self.stage, self.replica)
+
+    @property
+    def in_flight(self) -> int:
+        """Mini-batches this stage forwards before its first backward (PipeDream 1F1B: S - s)."""
+        return self.num_stages - self.stage
+
+
+@dataclass(frozen=True)
+class PsSpec:
+    """One parameter server of a PS job: holds shard ``index`` of the parameters."""
+
+    job_id: int
+    index: int
+    server: int
+    gpu: int  #: fabric endpoint (a GPU id of ``server``, see :func:`ps_endpoint`)
+    worker_gpus: tuple[int, ...]
+    shard_bytes: int
+    mode: str
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """All workers (and PS tasks) of one job."""
+
+    job_id: int
+    comm: str
+    mode: str
+    workers: tuple[WorkerSpec, ...]
+    ps: tuple[PsSpec, ...] = ()
+    boundaries: tuple[int, ...] = ()
+    notes: tuple[str, ...] = field(default=())
+
+
+def _check_mode(mode: str) -> str:
+    if mode not in MODES:
+        raise ConfigError(f"executors: mode must be one of {', '.join(MODES)}, got {mode!r}")
+    return mode
+
+
+def _close(a: float, b: float) -> bool:
+    return math.isclose(a, b, rel_tol=1e-6, abs_tol=1e-9)
+
+
+def find_boundaries(profile: ModelProfile, stages: tuple[StageProfile, ...]) -> list[int]:
+    """Start layer of every stage whose summed per-layer profile equals ``stages``.
+
+    Tries :meth:`ModelProfile.even_split` first (what ``traces/jobs.py`` builds),
+    then any contiguous split with matching parameter and activation bytes and
+    the closest compute. Raises :class:`ConfigError` when none matches.
+    """
+    n = len(stages)
+    if n > profile.num_layers:
+        raise ConfigError(f"job model {profile.model!r}: {n} stages but only {profile.num_layers} layers")
+
+    def matches(b: list[int]) -> bool:
+        got = profile.stage_profiles(b)
+        return all(_close(g.param_bytes, s.param_bytes) and _close(g.out_bytes, s.out_bytes)
+                   and _close(g.fwd_s + g.bwd_s, s.fwd_s + s.bwd_s) for g, s in zip(got, stages))
+
+    cand = profile.even_split(n)
+    if matches(cand):
+        return cand
+    # greedy: end each stage where its parameter bytes and cut size match, compute closest
+    b, start = [0], 0
+    for s, st in enumerate(stages[:-1]):
+        best = None
+        for end in range(start + 1, profile.num_layers - (n - 1 - s) + 1):
+            chunk = profile.layers[start:end]
+            if not (_close(sum(l.param_bytes for l in chunk), st.param_bytes)
+                    and _close(chunk[-1].out_bytes, st.out_bytes)):
+                continue
+            err = abs(sum(l.fwd_s + l.bwd_s for l in chunk) - st.compute_s)
+            if best is None or err < best[0]:
+                best = (err, end)
+        if best is None:
+            raise ConfigError(f"job model {profile.model!r}: no layer range matches stage {s} "
+                              f"(param_bytes {st.param_bytes}, out_bytes {st.out_bytes})")
+        start = best[1]
+        b.append(start)
+    return b
+
+
+def ps_endpoint(cluster: Cluster, server: int, worker_gpus: set[int]) -> int:
+    """The GPU id that stands for a PS task on ``server`` in fabric transfers.
+
+    PS tasks hold no GPU; the fabric addresses endpoints by GPU id, so a PS uses a
+    GPU of its server that no worker of the job uses (any GPU of the server if
+    all are used: such worker<->PS flows then count as same-GPU, i.e. free).
+    """
+    gpus = list(cluster.gpus_of(server))
+    if not gpus:
+        raise ConfigError(f"PS server {server} has no GPU id to address it by")
+    for g in gpus:
+        if g not in worker_gpus:
+            return g
+    return gpus[0]
+
+
+def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: int, mode: str = "replay",
+             start_iteration: int = 0, profile: ModelProfile | None = None) -> JobPlan:
+    """Describe every worker of ``job`` placed by ``placement`` (see the module docstring).
+
+    Args:
+        profile: the per-layer profile of ``job.model``; needed in ``real`` mode to
+            find the stage layer ranges (``job.extra["boundaries"]`` overrides).
+    """
+    _check_mode(mode)
+    if iterations < 0:
+        raise ConfigError(f"job {job.job_id}: iterations must be >= 0, got {iterations}")
+    placement.validate(job, cluster)
+    k = job.replicas()
+    S = job.num_stages
+    notes: list[str] = []
+    boundaries: list[int] = []
+    num_layers = 0
+    if mode == "real":
+        from raytestbed.models import PRESETS
+
+        if job.model not in PRESETS:
+            raise ConfigError(f"job {job.job_id}: model {job.model!r} is not a zoo preset "
+                              f"(real compute needs one of {', '.join(PRESETS)}); use mode 'replay'")
+        if "boundaries" in job.extra:
+            boundaries = [int(x) for x in job.extra["boundaries"]]
+        elif S == 1:
+            boundaries = [0]
+        else:
+            if profile is None:
+                raise ConfigError(f"job {job.job_id}: real mode needs the profile of {job.model!r}")
+            boundaries = find_boundaries(profile, tuple(st.profile for st in job.stages))
+        num_layers = profile.num_layers if profile is not None else 0
+        if len(boundaries) != S:
+            raise ConfigError(f"job {job.job_id}: {len(boundaries)} stage boundaries for {S} stages")
+    seed = int(job.extra.get("seed", 0))
+    lr = float(job.extra.get("lr", DEFAULT_LR.get(job.model, 0.01)))
+    base_batch = int(job.extra.get("batch_size", profile.batch_size if profile is not None else 0))
+    global_batch = base_batch * max(k)  # 0: the worker uses the preset's batch size
+    workers: list[WorkerSpec] = []
+    rank = 0
+    for s in range(S):
+        gpus = placement.stage_gpus[s]
+        ring = tuple(sorted(gpus))
+        prof = job.stages[s].profile
+        a_in = job.stages[s - 1].profile.out_bytes if s > 0 else 0.0
+        a_out = prof.out_bytes if s < S - 1 else 0.0
+        if mode == "real":
+            end = boundaries[s + 1] if s + 1 < S else (num_layers or -1)
+            layers = (boundaries[s], end)
+        else:
+            layers = (0, 0)
+        for r, g in enumerate(gpus):
+            workers.append(WorkerSpec(
+                job_id=job.job_id, stage=s, replica=r, gpu=g, rank=rank, num_stages=S, replicas=k,
+                comm=job.comm.value, mode=mode, model=job.model, seed=seed, lr=lr, layers=layers,
+                global_batch=global_batch, profile=prof,
+                prev_gpus=placement.stage_gpus[s - 1] if s > 0 else (),
+                next_gpus=placement.stage_gpus[s + 1] if s < S - 1 else (),
+                act_in_bytes=int(round(a_in / (k[s - 1] * k[s]))) if s > 0 else 0,
+                act_out_bytes=int(round(a_out / (k[s] * k[s + 1]))) if s < S - 1 else 0,
+                ring=ring, ring_pos=ring.index(g), iterations=iterations, start_iteration=start_iteration,
+            ))
+            rank += 1
+    ps: list[PsSpec] = []
+    if job.comm is CommPattern.PS:
+        wg = placement.stage_gpus[0]
+        used = set(wg)
+        h = job.stages[0].profile.param_bytes
+        for i, m in enumerate(placement.ps_servers):
+            ep = ps_endpoint(cluster, m, used)
+            used.add(ep)
+            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(h / job.num_ps)), mode))
+        workers = [_with_ps(w, tuple(p.gpu for p in ps)) for w in workers]
+    return JobPlan(job.job_id, job.comm.value, mode, tuple(workers), tuple(ps), tuple(boundaries), tuple(notes))
+
+
+def _with_ps(w: WorkerSpec, ps_gpus: tuple[int, ...]) -> WorkerSpec:
+    from dataclasses import replace
+
+    return replace(w, ps_gpus=ps_gpus)

@@ -1,0 +1,351 @@
+"""Stage-replica workers and parameter servers as async Ray actors.
+
+One :class:`StageWorker` per stage replica of a job (a data-parallel worker is
+a replica of the only stage). Per mini-batch i it does, PipeDream 1F1B order
+(S - s forwards in flight on stage s, then one backward, one forward, ...):
+
+forward F(i)
+    take the activation slices of i from every upstream replica, holding the
+    emulated GPU for each inbound flow's duration (A-SRPT eq. 5 charges a stage
+    for its inbound as well as its outbound traffic); compute (``real``: run the
+    layers; ``replay``: hold the GPU for the profiled p^f); send one activation
+    slice to every downstream replica, one after the other, each paced by the
+    fabric.
+backward B(i)
+    take the gradient slices from every downstream replica (holding the GPU for
+    their flows); compute (p^b); send gradient slices upstream; ring all-reduce
+    among the stage's replicas (2(k-1) steps of h/k bytes, reduce-scatter then
+    all-gather, A-SRPT eq. 6 / SJF-BCO eq. 8); SGD step. PS jobs push h/#PS
+    bytes to every PS and pull the summed gradient back instead (Parrot).
+
+Every transfer asks the fabric first (``fabric.transfer``: returns after the
+paced flow completed, with its emulated duration) and moves the real numpy
+buffer through Ray's object store at the same time. Times are measured on the
+wall clock and reported in emulated seconds (wall x time-scale factor).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import defaultdict
+
+import numpy as np
+import ray
+
+from raytestbed.emu.executors.plan import PsSpec, WorkerSpec
+
+
+def fabric_call(fabric, method: str, *args):
+    """Call ``fabric.method(*args)`` on a Ray actor handle or an in-process fabric; returns an awaitable."""
+    m = getattr(fabric, method)
+    return m.remote(*args) if hasattr(m, "remote") else m(*args)
+
+
+class _Inbox:
+    """Keyed mailbox; waiters give up when ``abort(key)`` becomes true."""
+
+    def __init__(self) -> None:
+        self.items: dict = {}
+        self.cond = asyncio.Condition()
+
+    async def put(self, key, value) -> None:
+        async with self.cond:
+            self.items[key] = value
+            self.cond.notify_all()
+
+    async def take(self, key, abort=lambda k: False):
+        async with self.cond:
+            await self.cond.wait_for(lambda: key in self.items or abort(key))
+            return self.items.pop(key, None)
+
+    async def poke(self) -> None:
+        async with self.cond:
+            self.cond.notify_all()
+
+
+class StageWorker:
+    """One stage replica (see the module docstring). Created by :func:`start_job`."""
+
+    def __init__(self, spec: WorkerSpec, fabric, monitor, factor: float) -> None:
+        self.spec = spec
+        self.fabric = fabric
+        self.monitor = monitor
+        self.factor = float(factor)  # emulated seconds per wall second
+        self.peers: dict[int, object] = {}  # gpu -> worker handle
+        self.ps: list = []
+        self.inbox = _Inbox()
+        self.limit = spec.iterations
+        self.next_f = 0
+        self.hold = False
+        self.stage = None
+        self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0})
+        self.meta: dict[int, dict] = {}
+        if spec.mode == "real":
+            from raytestbed.emu.executors.compute import RealStage
+
+            self.stage = RealStage(spec)
+
+    # ------------------------------------------------------------- control
+    def connect(self, peers: dict, ps: list | None = None) -> bool:
+        """Handles of the job's other workers (keyed by GPU) and of its PS actors."""
+        self.peers = dict(peers)
+        self.ps = list(ps or [])
+        return True
+
+    def param_bytes(self) -> int:
+        return self.stage.param_bytes if self.stage is not None else int(self.spec.profile.param_bytes)
+
+    async def freeze(self) -> int:
+        """Stop starting forwards until :meth:`set_limit`; returns mini-batches started."""
+        self.hold = True
+        return self.next_f
+
+    async def set_limit(self, limit: int) -> None:
+        self.limit = min(self.limit, int(limit))
+        self.hold = False
+        await self.inbox.poke()
+
+    async def deliver(self, key, data, flow_emu_s: float, meta=None) -> None:
+        """Called by the sending peer once the paced flow completed (``data`` is the resolved buffer)."""
+        await self.inbox.put(key, (data, flow_emu_s, meta))
+
+    # ------------------------------------------------------------- helpers
+    def _emu(self, wall_s: float) -> float:
+        return wall_s * self.factor
+
+    async def _hold_gpu(self, emu_s: float) -> None:
+        if emu_s > 0:
+            await asyncio.sleep(emu_s / self.factor)
+
+    async def _send(self, dst_gpu: int, key, payload: np.ndarray, nbytes: int, meta=None, coflow=None) -> float:
+        """Paced transfer of ``payload`` to the worker on ``dst_gpu``; returns the emulated flow time."""
+        tr = fabric_call(self.fabric, "transfer", self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes), coflow)
+        ref = ray.put(payload)
+        flow = await tr
+        await self.peers[dst_gpu].deliver.remote(key, ref, float(flow), meta)
+        return float(flow)
+
+    def _abort(self, key) -> bool:
+        return key[1] >= self.limit
+
+    async def _take(self, key):
+        return await self.inbox.take(key, self._abort)
+
+    # ------------------------------------------------------------- the loop
+    async def run(self) -> int:
+        """Run the 1F1B schedule until ``limit`` mini-batches are done; returns how many."""
+        W = self.spec.in_flight
+        j = 0
+        while True:
+            if self.hold and self.next_f < j + W:
+                async with self.inbox.cond:
+                    await self.inbox.cond.wait_for(lambda: not self.hold)
+                continue
+            if self.next_f < self.limit and self.next_f < j + W:
+                i = self.next_f
+                self.next_f += 1
+                if not await self._forward(i):
+                    self.next_f = i
+                continue
+            if j < min(self.next_f, self.limit):
+                await self._backward(j)
+                j += 1
+                continue
+            break
+        await self.monitor.records.remote()  # the monitor is a sync actor: our records are in before this
+        return j
+
+    async def _forward(self, i: int) -> bool:
+        sp = self.spec
+        a = self.acc[i]
+        x, idx = None, None
+        if sp.stage > 0:
+            pieces = []
+            for q in range(sp.replicas[sp.stage - 1]):
+                got = await self._take(("act", i, q))
+                if got is None:
+                    return False
+                pieces.append(got)
+            t0 = time.perf_counter()
+            await self._hold_gpu(sum(p[1] for p in pieces))
+            a["comm"] += self._emu(time.perf_counter() - t0)
+            if sp.mode == "real":
+                x = np.concatenate([p[0] for p in pieces])
+                idx = np.concatenate([p[2]["idx"] for p in pieces])
+            self.meta[i] = {"sizes": [len(p[2]["idx"]) if p[2] else 0 for p in pieces]}
+        elif sp.mode == "real":
+            idx = self.stage.first_shard()
+        # compute
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if sp.mode == "real":
+            out, loss = self.stage.forward(i, x, idx)
+            a["comp"] += self._emu(time.perf_counter() - t0)
+            a["cpu"] += time.thread_time() - c0
+            if loss is not None:
+                a["loss"], a["n"] = loss, len(idx)
+        else:
+            await self._hold_gpu(sp.profile.fwd_s)
+            a["comp"] += self._emu(time.perf_counter() - t0)
+            out = None
+        # send activations downstream
+        if sp.next_gpus:
+            t0 = time.perf_counter()
+            k_next = len(sp.next_gpus)
+            if sp.mode == "real":
+                parts = np.array_split(out, k_next)
+                idxs = np.array_split(idx, k_next)
+                self.meta.setdefault(i, {})["out_sizes"] = [len(p) for p in parts]
+                for t, g in enumerate(sp.next_gpus):
+                    await self._send(g, ("act", i, sp.replica), parts[t], parts[t].nbytes, {"idx": idxs[t]})
+            else:
+                buf = np.zeros(sp.act_out_bytes, dtype=np.uint8)
+                for g in sp.next_gpus:
+                    await self._send(g, ("act", i, sp.replica), buf, buf.nbytes, None)
+            a["comm"] += self._emu(time.perf_counter() - t0)
+        return True
+
+    async def _backward(self, j: int) -> None:
+        sp = self.spec
+        a = self.acc[j]
+        grad = None
+        if sp.next_gpus:
+            pieces = []
+            for t in range(len(sp.next_gpus)):
+                pieces.append(await self._take(("grad", j, t)))
+            t0 = time.perf_counter()
+            await self._hold_gpu(sum(p[1] for p in pieces))
+            a["comm"] += self._emu(time.perf_counter() - t0)
+            if sp.mode == "real":
+                grad = np.concatenate([p[0] for p in pieces])
+        t0, c0 = time.perf_counter(), time.thread_time()
+        if sp.mode == "real":
+            gin = self.stage.backward(j, grad)
+            a["cpu"] += time.thread_time() - c0
+        else:
+            await self._hold_gpu(sp.profile.bwd_s)
+            gin = None
+        a["comp"] += self._emu(time.perf_counter() - t0)
+        if sp.prev_gpus:
+            t0 = time.perf_counter()
+            if sp.mode == "real":
+                sizes = self.meta[j]["sizes"]
+                parts = np.split(gin, np.cumsum(sizes)[:-1])
+                for q, g in enumerate(sp.prev_gpus):
+                    await self._send(g, ("grad", j, sp.replica), parts[q], parts[q].nbytes)
+            else:
+                buf = np.zeros(sp.act_in_bytes, dtype=np.uint8)
+                for g in sp.prev_gpus:
+                    await self._send(g, ("grad", j, sp.replica), buf, buf.nbytes)
+            a["comm"] += self._emu(time.perf_counter() - t0)
+        self.meta.pop(j, None)
+        # gradient synchronisation
+        t0 = time.perf_counter()
+        flat = self.stage.flat_grad(j) if sp.mode == "real" else None
+        if sp.ps_gpus:
+            total = await self._ps_sync(j, flat)
+        elif len(sp.ring) > 1:
+            total = await self._ring_allreduce(j, flat)
+        else:
+            total = flat
+        a["comm"] += self._emu(time.perf_counter() - t0)
+        if sp.mode == "real":
+            self.stage.apply(total)
+        acc = self.acc.pop(j)
+        self.monitor.record.remote(j, sp.rank, time.time(), acc["comp"], acc["comm"], acc.get("loss"),
+                                   acc.get("n", 0), acc["cpu"])
+
+    # ------------------------------------------------------------- all-reduce
+    async def allreduce(self, j: int, flat: np.ndarray) -> np.ndarray:
+        """Ring all-reduce (sum) of ``flat`` with the other replicas of this stage (for tests and tools)."""
+        return await self._ring_allreduce(j, np.asarray(flat, dtype=np.float32))
+
+    async def _ring_allreduce(self, j: int, flat: np.ndarray | None) -> np.ndarray | None:
+        """Sum ``flat`` over the stage's replicas: reduce-scatter + all-gather, 2(k-1) steps.
+
+        Step t sends one of k chunks to the ring successor and receives one from
+        the predecessor, both at once. In replay mode the chunks are buffers of
+        h/k bytes (nothing to add).
+        """
+        sp = self.spec
+        k, pos = len(sp.ring), sp.ring_pos
+        nxt = sp.ring[(pos + 1) % k]
+        if flat is not None:
+            chunks = [c.copy() for c in np.array_split(flat, k)]
+        else:
+            h = int(sp.profile.param_bytes)
+            chunks = [np.zeros(len(c), dtype=np.uint8) for c in np.array_split(np.empty(h, dtype=np.uint8), k)]
+        coflow = f"job{sp.job_id}:it{sp.start_iteration + j}:ar{sp.stage}"
+        for step in range(2 * (k - 1)):
+            if step < k - 1:
+                send_i, recv_i = (pos - step) % k, (pos - step - 1) % k
+            else:
+                t = step - (k - 1)
+                send_i, recv_i = (pos + 1 - t) % k, (pos - t) % k
+            send = self._send(nxt, ("ar", j, step), chunks[send_i], chunks[send_i].nbytes, coflow=coflow)
+            got, _ = await asyncio.gather(self._take(("ar", j, step)), send)
+            data = got[0]
+            if flat is not None:
+                if step < k - 1:
+                    chunks[recv_i] = chunks[recv_i] + data
+                else:
+                    chunks[recv_i] = np.array(data)
+        return np.concatenate(chunks) if flat is not None else None
+
+    async def _ps_sync(self, j: int, flat: np.ndarray | None) -> np.ndarray | None:
+        """Push gradient shards to every PS (one coflow), pull the summed shards back (another)."""
+        sp = self.spec
+        n = len(sp.ps_gpus)
+        it = sp.start_iteration + j
+        if flat is not None:
+            shards = np.array_split(flat, n)
+        else:
+            h = int(sp.profile.param_bytes)
+            shards = [np.zeros(len(c), dtype=np.uint8) for c in np.array_split(np.empty(h, dtype=np.uint8), n)]
+
+        async def push(p: int) -> None:
+            tr = fabric_call(self.fabric, "transfer", sp.job_id, sp.gpu, sp.ps_gpus[p], int(shards[p].nbytes),
+                             f"job{sp.job_id}:it{it}:push")
+            ref = ray.put(shards[p])
+            flow = await tr
+            await self.ps[p].push.remote(j, sp.rank, ref, float(flow))
+
+        await asyncio.gather(*(push(p) for p in range(n)))
+        pulled = await asyncio.gather(*(self.ps[p].pull.remote(j, sp.gpu, f"job{sp.job_id}:it{it}:pull")
+                                        for p in range(n)))
+        return np.concatenate(pulled) if flat is not None else None
+
+
+class ParamServer:
+    """A parameter-server task of a PS job: sums the workers' gradient shards of each iteration."""
+
+    def __init__(self, spec: PsSpec, fabric) -> None:
+        self.spec = spec
+        self.fabric = fabric
+        self.sums: dict[int, np.ndarray] = {}
+        self.count: dict[int, int] = defaultdict(int)
+        self.pulled: dict[int, int] = defaultdict(int)
+        self.cond = asyncio.Condition()
+
+    async def push(self, j: int, rank: int, data, flow_emu_s: float) -> None:
+        async with self.cond:
+            if self.spec.mode == "real":
+                self.sums[j] = np.array(data) if j not in self.sums else self.sums[j] + data
+            self.count[j] += 1
+            self.cond.notify_all()
+
+    async def pull(self, j: int, dst_gpu: int, coflow: str):
+        w = len(self.spec.worker_gpus)
+        async with self.cond:
+            await self.cond.wait_for(lambda: self.count[j] >= w)
+        if self.spec.mode == "real":
+            out = self.sums[j]
+        else:
+            out = np.zeros(self.spec.shard_bytes, dtype=np.uint8)
+        await fabric_call(self.fabric, "transfer", self.spec.job_id, self.spec.gpu, dst_gpu, int(out.nbytes), coflow)
+        self.pulled[j] += 1
+        if self.pulled[j] >= w:
+            self.sums.pop(j, None)
+            self.count.pop(j, None)
+            self.pulled.pop(j, None)
+        return out
