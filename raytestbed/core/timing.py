@@ -360,17 +360,31 @@ class SjfbcoModel(IterationModel):
 
     def __init__(self, params: SjfbcoParams = SjfbcoParams()) -> None:
         self.params = params
+        self._per_server: dict[tuple[int, Placement], dict[int, int]] = {}
+
+    def _servers(self, placement: Placement, cluster: Cluster) -> dict[int, int]:
+        """placement.gpus_per_server(cluster), memoised (the simulator re-prices every running job often)."""
+        key = (id(cluster), placement)
+        hit = self._per_server.get(key)
+        if hit is None:
+            if len(self._per_server) > 100_000:
+                self._per_server.clear()
+            hit = self._per_server[key] = placement.gpus_per_server(cluster)
+        return hit
 
     def iteration_time(self, job, placement, cluster, running):
         if job.num_stages != 1:
             raise ValueError(f"job {job.job_id}: the sjfbco model needs single-stage (data-parallel) jobs")
-        servers_of = {jid: pl.gpus_per_server(cluster) for jid, (_, pl) in running.items()}
+        mine = self._servers(placement, cluster)
+        if len(mine) <= 1:  # not split: no contention (eq. 6 gives p_j = 0)
+            return sjfbco_iteration_time(job, len(mine), 0, cluster.nic_bps, cluster.intra_bps, self.params)
+        servers_of = {jid: self._servers(pl, cluster) for jid, (_, pl) in running.items()}
         gpus_of = {jid: j.gpus for jid, (j, _) in running.items()}
-        servers_of[job.job_id] = placement.gpus_per_server(cluster)
+        servers_of[job.job_id] = mine
         gpus_of[job.job_id] = job.gpus
         p = sjfbco_contention_count(job.job_id, servers_of, gpus_of)
         return sjfbco_iteration_time(
-            job, len(servers_of[job.job_id]), p, cluster.nic_bps, cluster.intra_bps, self.params
+            job, len(mine), p, cluster.nic_bps, cluster.intra_bps, self.params
         )
 
 

@@ -69,32 +69,36 @@ def fa_ffp(trial: ContentionTrial, job: Job, rho: float, theta: float) -> np.nda
     return cand[idx[: job.gpus]]
 
 
-def lbsgf(trial: ContentionTrial, job: Job, rho: float, theta: float, lam: float = 1.0) -> np.ndarray | None:
-    """Algorithm 3, least-busy server-GPU first.
-
-    Servers sorted by average load sum_g U^g_s / O_s (ties by server id); the
-    shortest prefix with sum O_s >= lambda_j G_j is selected (capacity, not free
-    GPUs); their available GPUs are appended server by server, each server's
-    sorted by U; the G_j with the least U are taken, ties in append order.
-    """
+def lbsgf_servers(trial: ContentionTrial, job: Job, lam: float = 1.0) -> np.ndarray:
+    """Algorithm 3 L2: servers by average load sum_g U^g_s / O_s (ties by id), shortest prefix with
+    sum O_s >= lambda_j G_j (capacity, not free GPUs)."""
     ctx = trial.ctx
     load = np.bincount(ctx.gpu_server, weights=trial.U, minlength=ctx.num_servers) / np.maximum(ctx.capacity, 1)
     order = np.lexsort((np.arange(ctx.num_servers), load))
     cum = np.cumsum(ctx.capacity[order])
-    need = lam * job.gpus
-    m = int(np.searchsorted(cum, need - 1e-9)) + 1
-    chosen = order[: min(m, ctx.num_servers)]
-    ok = _eligible(trial, rho, theta)
-    rank = np.empty(ctx.num_servers, dtype=np.int64)
+    m = int(np.searchsorted(cum, lam * job.gpus - 1e-9)) + 1
+    return order[: min(m, ctx.num_servers)]
+
+
+def lbsgf(trial: ContentionTrial, job: Job, rho: float, theta: float, lam: float = 1.0,
+          servers: np.ndarray | None = None) -> np.ndarray | None:
+    """Algorithm 3, least-busy server-GPU first.
+
+    The servers of :func:`lbsgf_servers` (or ``servers``, computed once per job:
+    U does not change while the job waits, L13-14) contribute their available
+    GPUs server by server, each server's sorted by U; the G_j with the least U
+    are taken, ties in append order.
+    """
+    ctx = trial.ctx
+    chosen = lbsgf_servers(trial, job, lam) if servers is None else servers
+    rank = np.full(ctx.num_servers, -1, dtype=np.int64)
     rank[chosen] = np.arange(chosen.size)
-    in_sel = np.zeros(ctx.num_servers, dtype=bool)
-    in_sel[chosen] = True
-    cand = np.flatnonzero(ok & in_sel[ctx.gpu_server])
+    srv_rank_all = rank[ctx.gpu_server]
+    cand = np.flatnonzero(_eligible(trial, rho, theta) & (srv_rank_all >= 0))
     if cand.size < job.gpus:
         return None
-    srv_rank = rank[ctx.gpu_server[cand]]
     u = trial.U[cand]
-    appended = cand[np.lexsort((cand, u, srv_rank))]  # server order, then U within the server
+    appended = cand[np.lexsort((cand, u, srv_rank_all[cand]))]  # server order, then U within the server
     pick = np.argsort(trial.U[appended], kind="stable")[: job.gpus]
     return appended[pick]
 
@@ -193,6 +197,8 @@ class SjfbcoPlanner:
         seed: seed of RAND.
         bisection: ``tightest`` (default) or ``listing`` update rule, see :meth:`_bisect`.
         ctx: a :class:`PlanContext` to reuse (its eq. (8) cache) when cluster and params match.
+        dedupe_kappa: simulate one trial per distinct split {G_j <= kappa} (identical results);
+            False runs every kappa of the loop literally (for benchmarking).
     """
 
     def __init__(
@@ -207,7 +213,9 @@ class SjfbcoPlanner:
         seed: int = 0,
         bisection: str = "tightest",
         ctx: PlanContext | None = None,
+        dedupe_kappa: bool = True,
     ) -> None:
+        self.dedupe_kappa = dedupe_kappa
         if bisection not in ("tightest", "listing"):
             raise ValueError(f"bisection must be 'tightest' or 'listing', got {bisection!r}")
         self.bisection = bisection
@@ -223,6 +231,7 @@ class SjfbcoPlanner:
                 raise ValueError(f"job {j.job_id}: needs {j.gpus} GPUs, the cluster has "
                                  f"{cluster.total_gpus - len(blocked)} usable")
         self.rho = {j.job_id: j.iterations * self.ctx.tau_lo(j) for j in self.jobs}  # rho^_j / u, u = 1
+        self.size = {j.job_id: j.gpus for j in self.jobs}
         self.horizon = float(horizon_s)
         self.lam = lam
         self.running = list(running)
@@ -248,9 +257,10 @@ class SjfbcoPlanner:
         )
         for job in self.jobs:
             rho = self.rho[job.job_id]
+            g = self.size[job.job_id]
             select = choose(job)
             while True:
-                gpus = select(tr, job, rho, theta) if tr.num_free >= job.gpus else None
+                gpus = select(tr, job, rho, theta) if tr.num_free >= g else None
                 if gpus is not None:
                     break
                 if not tr.advance():
@@ -262,10 +272,17 @@ class SjfbcoPlanner:
         """One (theta_u, kappa) trial of Algorithm 1 (FA-FFP for G_j <= kappa, LBSGF otherwise)."""
 
         def choose(job: Job) -> Selector:
-            if job.gpus <= kappa:
+            if self.size[job.job_id] <= kappa:
                 return fa_ffp
             lam = self._lam(job)
-            return lambda tr, j, rho, th: lbsgf(tr, j, rho, th, lam)
+            cache: list = []
+
+            def select(tr, j, rho, th):
+                if not cache:
+                    cache.append(lbsgf_servers(tr, j, lam))  # fixed while j waits (Alg. 3 L13-14)
+                return lbsgf(tr, j, rho, th, lam, cache[0])
+
+            return select
 
         return self.trial(theta, choose)
 
@@ -309,7 +326,7 @@ class SjfbcoPlanner:
         """Algorithm 1. ``kappas`` defaults to 1..max_j G_j (L8); pass one value to fix kappa."""
         if kappas is None:
             kappas = range(1, max(j.gpus for j in self.jobs) + 1)
-        reps = self._kappa_groups(list(kappas))
+        reps = self._kappa_groups(list(kappas)) if self.dedupe_kappa else list(kappas)
 
         def evaluate(theta: int):
             best, best_k = None, None

@@ -111,6 +111,7 @@ class ContentionTrial:
         self.free[list(blocked)] = False
         self.U = np.zeros(ctx.num_gpus, dtype=float)
         self.free_count = np.bincount(ctx.gpu_server[self.free], minlength=ctx.num_servers).astype(np.int64)
+        self._num_free = int(self.free.sum())
         self.nsplit = np.zeros(ctx.num_servers, dtype=np.int64)
         self.split_on: list[set[int]] = [set() for _ in range(ctx.num_servers)]
         self.jobs: dict[int, _Running] = {}
@@ -131,6 +132,7 @@ class ContentionTrial:
         servers = tuple(int(s) for s in np.unique(srv))
         self.free[gpus] = False
         np.subtract.at(self.free_count, srv, 1)
+        self._num_free -= len(gpus)
         split = len(servers) > 1
         r = _Running(job, gpus, servers, split, remaining, last=self.now)
         jid = job.job_id
@@ -173,14 +175,20 @@ class ContentionTrial:
         """Jump to the next completion and retire every job ending then; False if nothing runs."""
         if not self.jobs:
             return False
-        t = min(r.end for r in self.jobs.values())
+        t = math.inf
+        done: list[int] = []
+        for jid, r in self.jobs.items():
+            if r.end < t:
+                t, done = r.end, [jid]
+            elif r.end == t:
+                done.append(jid)
         self.now = max(self.now, t)
-        done = [jid for jid, r in self.jobs.items() if r.end <= t]
         touched: set[int] = set()
         for jid in done:
             r = self.jobs.pop(jid)
             self.free[r.gpus] = True
             np.add.at(self.free_count, self.ctx.gpu_server[r.gpus], 1)
+            self._num_free += len(r.gpus)
             if jid in self.result.starts:
                 self.result.finishes[jid] = t
             if r.split:
@@ -202,4 +210,5 @@ class ContentionTrial:
 
     @property
     def num_free(self) -> int:
-        return int(self.free_count.sum())
+        """Free GPUs now."""
+        return self._num_free
