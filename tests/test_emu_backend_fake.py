@@ -30,6 +30,12 @@ class _Scale:
         return emu_s / self.factor
 
 
+def _call(reporter, method, *args):
+    """As the executors do: a Ray actor handle or a plain reporter object."""
+    m = getattr(reporter, method)
+    return m.remote(*args) if hasattr(m, "remote") else m(*args)
+
+
 @ray.remote(num_cpus=0)
 class _FakeJob:
     """Holds its GPUs for job.compute time per iteration (wall = emulated / factor) and reports."""
@@ -45,8 +51,8 @@ class _FakeJob:
             if self.stopped or self.failed:
                 return
             self.done += 1
-            reporter.on_iteration.remote(job_id, start_it + i, iter_emu_s, 0.75 * iter_emu_s, 0.25 * iter_emu_s)
-        reporter.on_job_done.remote(job_id, self.done)
+            _call(reporter, "on_iteration", job_id, start_it + i, iter_emu_s, 0.75 * iter_emu_s, 0.25 * iter_emu_s)
+        _call(reporter, "on_job_done", job_id, self.done)
 
     async def stop(self):
         self.stopped = True
@@ -54,7 +60,7 @@ class _FakeJob:
 
     async def fail(self, job_id, reason, reporter):
         self.failed = True
-        reporter.on_job_failed.remote(job_id, reason)
+        _call(reporter, "on_job_failed", job_id, reason)
 
 
 class _FakeRun:

@@ -69,6 +69,7 @@ def test_kill_server_fails_hit_jobs_and_policy_restarts_them():
     # a late failure report of the stopped run is ignored
     core.on_job_failed(3.1, on0[0], "worker died")
     assert core.records[on0[0]].failures == 1
+    old_run = [a for a in b.actions if a.kind == "stop"][0].job_id
     # the other job finishes; FIFO restarts the failed one on server 1 from its iteration count
     other = 1 - on0[0]
     core.on_job_done(5.0, other, 10)
@@ -76,7 +77,15 @@ def test_kill_server_fails_hit_jobs_and_policy_restarts_them():
     restart = [a for a in b.actions if a.kind == "start"]
     assert restart and restart[0].job_id == on0[0] and restart[0].start_iteration == 1
     assert restart[0].iterations == 9 and set(restart[0].placement.servers(core.cluster)) == {1}
-    core.on_job_done(9.0, on0[0], 9)
+    assert old_run == on0[0]
+    # reports of the old (killed) run that arrive after the restart are dropped: run ids differ
+    first_run = 1 if on0[0] == 0 else 2
+    core.on_job_failed(5.5, on0[0], "server 0 lost", run_id=first_run)
+    core.on_iteration(5.6, on0[0], 1, 9.9, 9.9, 0.0, run_id=first_run)
+    assert core.records[on0[0]].failures == 1 and core.view.running[on0[0]].iterations_done == 1
+    core.on_iteration(6.0, on0[0], 1, 1.0, 0.5, 0.5, run_id=restart[0].run_id)
+    assert core.view.running[on0[0]].iterations_done == 2
+    core.on_job_done(9.0, on0[0], 9, run_id=restart[0].run_id)
     assert core.take().done
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
 from raytestbed.schedulers.base import Decision, Event, JobFinished, Policy
+from raytestbed.emu.scheduler_actor import RunReporter
 from raytestbed.sim.engine import Fault, JobRecord, SimResult
 
 
@@ -159,15 +160,16 @@ class EmuBackend:
     def _do(self, a, actor, runs: dict[int, Any]) -> None:
         if a.kind == "start":
             if a.iterations <= 0:
-                actor.on_job_done.remote(a.job_id, 0)
+                actor.on_job_done.remote(a.job_id, 0, a.run_id)
                 return
             try:
                 runs[a.job_id] = self._start_job(self.emu, a.job, a.placement, iterations=a.iterations,
-                                                 mode=self.compute, reporter=actor, start_iteration=a.start_iteration)
+                                                 mode=self.compute, reporter=RunReporter(actor, a.run_id),
+                                                 start_iteration=a.start_iteration)
             except Exception as e:  # e.g. a model real mode cannot build: the job fails, the policy decides
                 self.start_failures += 1
                 self.warnings.append(f"job {a.job_id}: start failed: {e}")
-                actor.on_job_failed.remote(a.job_id, f"start failed: {e}")
+                actor.on_job_failed.remote(a.job_id, f"start failed: {e}", a.run_id)
         elif a.kind == "stop":
             run = runs.pop(a.job_id, None)
             if run is not None:

@@ -91,6 +91,7 @@ class Action:
     placement: Placement | None = None
     iterations: int = 0  # start: iterations this run performs
     start_iteration: int = 0
+    run_id: int = 0  # start: id of this run of the job (reports of older runs are dropped)
     server: int | None = None
     data: dict | None = None
 
@@ -143,6 +144,8 @@ class SchedulerCore:
         self._immediate: deque[Event] = deque()
         self._out = Batch()
         self._coflows_seen: dict[str, bool] = {}
+        self._run_id: dict[int, int] = {}  # job id -> id of its current run
+        self._runs_started = 0
         for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
             self._push(j.arrival_s, _P_ARRIVAL, ("arrival", j.job_id))
         for f in faults:
@@ -204,11 +207,17 @@ class SchedulerCore:
             self._drain()
 
     # ------------------------------------------------------------ reports from executors
+    def _current(self, job_id: int, run_id: int | None) -> bool:
+        """True if ``job_id`` is running and the report comes from its current run (None: unknown run)."""
+        if job_id not in self.state.running:
+            return False
+        return run_id is None or self._run_id.get(job_id) == run_id
+
     def on_iteration(self, now: float, job_id: int, iteration: int, iter_s: float, compute_s: float,
-                     comm_s: float) -> None:
-        rj = self.state.running.get(job_id)
-        if rj is None:
+                     comm_s: float, run_id: int | None = None) -> None:
+        if not self._current(job_id, run_id):
             return  # a late report of a stopped run
+        rj = self.state.running[job_id]
         now = self._advance(now)
         runs = self._run_iters.setdefault(job_id, [])
         runs.append(float(iter_s))
@@ -222,16 +231,16 @@ class SchedulerCore:
         self._emit(IterationMeasured(now, job_id, float(iter_s), compute_s=float(compute_s), comm_s=float(comm_s)))
         self._drain()
 
-    def on_job_done(self, now: float, job_id: int, iterations_done: int) -> None:
-        if job_id not in self.state.running:
+    def on_job_done(self, now: float, job_id: int, iterations_done: int, run_id: int | None = None) -> None:
+        if not self._current(job_id, run_id):
             return
         self._advance(now)
         self._finish(job_id)
         self._drain()
 
-    def on_job_failed(self, now: float, job_id: int, reason: str) -> None:
-        if job_id not in self.state.running:
-            return  # already handled (e.g. its server was killed by an injected fault)
+    def on_job_failed(self, now: float, job_id: int, reason: str, run_id: int | None = None) -> None:
+        if not self._current(job_id, run_id):
+            return  # already handled (e.g. its server was killed by an injected fault), or an old run
         now = self._advance(now)
         self._stop(job_id)
         self.records[job_id].failures += 1
@@ -344,8 +353,10 @@ class SchedulerCore:
         self._run_iters[job.job_id] = []
         self._out.records[job.job_id] = rec
         done = self.done_iters[job.job_id]
+        self._runs_started += 1
+        self._run_id[job.job_id] = self._runs_started
         self._out.actions.append(Action("start", job.job_id, job, placement, iterations=job.iterations - done,
-                                        start_iteration=done))
+                                        start_iteration=done, run_id=self._runs_started))
         self._emit(JobStarted(now, job.job_id, placement))
 
     def _close_busy(self, jid: int, rj: RunningJob) -> None:
@@ -408,6 +419,30 @@ class SchedulerCore:
         return {"measured_iterations": len(m), "measured_iter_mean_s": float(a[:, 0].mean()),
                 "measured_iter_p50_s": float(np.median(a[:, 0])), "measured_compute_mean_s": float(a[:, 1].mean()),
                 "measured_comm_mean_s": float(a[:, 2].mean())}
+
+
+class RunReporter:
+    """The reporter handed to one run's executors: forwards to the scheduler actor, tagged with the run id.
+
+    A plain picklable object (the executors call its methods, which issue the actor calls), so that
+    reports of a stopped run that arrive after the job was restarted are recognised and dropped.
+    """
+
+    def __init__(self, actor, run_id: int) -> None:
+        self.actor = actor
+        self.run_id = run_id
+
+    def on_iteration(self, job_id, iteration, iter_s, compute_s, comm_s) -> None:
+        self.actor.on_iteration.remote(job_id, iteration, iter_s, compute_s, comm_s, self.run_id)
+
+    def on_job_done(self, job_id, iterations_done) -> None:
+        self.actor.on_job_done.remote(job_id, iterations_done, self.run_id)
+
+    def on_job_failed(self, job_id, reason) -> None:
+        self.actor.on_job_failed.remote(job_id, reason, self.run_id)
+
+    def on_warning(self, job_id, message) -> None:
+        self.actor.on_warning.remote(job_id, message)
 
 
 class SchedulerActor:
@@ -484,14 +519,15 @@ class SchedulerActor:
             self._error = e
         self._signal()
 
-    async def on_iteration(self, job_id: int, iteration: int, iter_s: float, compute_s: float, comm_s: float) -> None:
-        self._guard(self.core.on_iteration, int(job_id), iteration, iter_s, compute_s, comm_s)
+    async def on_iteration(self, job_id: int, iteration: int, iter_s: float, compute_s: float, comm_s: float,
+                           run_id: int | None = None) -> None:
+        self._guard(self.core.on_iteration, int(job_id), iteration, iter_s, compute_s, comm_s, run_id)
 
-    async def on_job_done(self, job_id: int, iterations_done: int) -> None:
-        self._guard(self.core.on_job_done, int(job_id), iterations_done)
+    async def on_job_done(self, job_id: int, iterations_done: int, run_id: int | None = None) -> None:
+        self._guard(self.core.on_job_done, int(job_id), iterations_done, run_id)
 
-    async def on_job_failed(self, job_id: int, reason: str) -> None:
-        self._guard(self.core.on_job_failed, int(job_id), reason)
+    async def on_job_failed(self, job_id: int, reason: str, run_id: int | None = None) -> None:
+        self._guard(self.core.on_job_failed, int(job_id), reason, run_id)
 
     async def on_warning(self, job_id: int, message: str) -> None:
         self.core.warnings.append(str(message))
