@@ -71,6 +71,8 @@ class Cluster:
     name: str = "cluster"
     _gpu_offset: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _gpu_server: np.ndarray = field(init=False, repr=False, compare=False)
+    _g: int | None = field(init=False, repr=False, compare=False)  #: cached gpus_per_server (None: servers differ)
+    _nic: float = field(init=False, repr=False, compare=False)  #: cached nic_bps
 
     def __post_init__(self) -> None:
         if not self.servers:
@@ -94,6 +96,9 @@ class Cluster:
             self, "_gpu_server", np.repeat(np.arange(len(self.servers)), [s.gpus for s in self.servers])
         )
         self._gpu_server.setflags(write=False)
+        counts = {s.gpus for s in self.servers}
+        object.__setattr__(self, "_g", counts.pop() if len(counts) == 1 else None)
+        object.__setattr__(self, "_nic", min(min(s.nic_egress_bps, s.nic_ingress_bps) for s in self.servers))
 
     # -- sizes -------------------------------------------------------------
     @property
@@ -107,15 +112,14 @@ class Cluster:
     @property
     def gpus_per_server(self) -> int:
         """g, the GPUs of every server; raises if servers differ (A-SRPT assumes identical servers)."""
-        counts = {s.gpus for s in self.servers}
-        if len(counts) != 1:
+        if self._g is None:
             raise ValueError("servers have different GPU counts; g is undefined")
-        return counts.pop()
+        return self._g
 
     @property
     def nic_bps(self) -> float:
         """B_inter: the NIC bandwidth (min over servers and directions), bytes/s."""
-        return min(min(s.nic_egress_bps, s.nic_ingress_bps) for s in self.servers)
+        return self._nic
 
     # -- GPUs ----------------------------------------------------------------
     def gpus_of(self, server: int) -> range:
