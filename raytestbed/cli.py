@@ -202,6 +202,12 @@ def _check_backend(backend: str) -> None:
             raise RaytestbedError(f"--backend {backend}: the emulator is not available: {missing}")
 
 
+def _cmd_bench(args) -> int:
+    from raytestbed.emu.bench import main as bench_fabric
+
+    return bench_fabric(args.args)
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="raytestbed", description="GPU-cluster scheduler testbed: simulate or "
                                 "emulate DDL job scheduling policies.")
@@ -257,6 +263,11 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--threads", type=int, default=1, help="torch threads (1 = one emulated GPU per core)")
     pf.add_argument("--seed", type=int, default=0)
     pf.set_defaults(fn=_cmd_profile)
+
+    bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric)")
+    bn.add_argument("name", choices=["fabric"], help="which benchmark")
+    bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
+    bn.set_defaults(fn=_cmd_bench)
 
     pl = sub.add_parser("policies", help="list the available policies")
     pl.set_defaults(fn=_cmd_policies)

@@ -182,3 +182,18 @@ def test_time_scale_conversions_and_checks():
     assert [m.split(":")[0] for m in unusable] == ["intra-server"] and not inaccurate
     inaccurate, unusable = check_links(c, TimeScale(1.0))
     assert len(unusable) == 5 and not inaccurate
+
+
+def test_suggest_factor_keeps_small_messages_long_enough():
+    c = Cluster.homogeneous(2, 4, 1.25e9, 300e9)
+    # 3 MB messages must last >= 0.3 s wall: wall rate <= 10 MB/s
+    assert suggest_factor(c, min_message_bytes=3e6) == pytest.approx(10e6 / 1.25e9)
+    assert suggest_factor(c, min_message_bytes=1e12) == pytest.approx(100e6 / 1.25e9)
+    assert suggest_factor(Cluster.homogeneous(1, 1, 1e3, 1e3)) == 1.0  # never faster than real time
+
+
+def test_rescaled_time_scale_continues_the_clock():
+    ts = TimeScale(2.0, epoch=0.0)
+    before = ts.now()
+    new = ts.rescaled(0.5)
+    assert new.factor == 0.5 and new.now() == pytest.approx(before, rel=1e-6)

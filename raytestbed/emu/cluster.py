@@ -201,6 +201,15 @@ class EmuCluster:
             raise ValueError(f"slow_link: direction must be both, egress, ingress or intra, got {direction!r}")
         ray.get([self.fabric.slow_link.remote((side, m), float(factor)) for side in sides])
 
+    def set_time_scale(self, time_scale: float | TimeScale) -> None:
+        """Change the time scale between runs (a float keeps the emulated clock continuous)."""
+        import ray
+
+        ts = time_scale if isinstance(time_scale, TimeScale) else self.time_scale.rescaled(time_scale)
+        self.time_scale = ts
+        ray.get([self.fabric.set_time_scale.remote(ts)]
+                + [self.servers[m].set_time_scale.remote(ts) for m in self._alive])
+
     def alive_servers(self) -> set[int]:
         """Servers not killed and not found dead by :meth:`poll_failures`."""
         return set(self._alive)

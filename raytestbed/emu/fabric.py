@@ -71,6 +71,7 @@ class Fabric:
         self.scale = time_scale if isinstance(time_scale, TimeScale) else TimeScale(time_scale)
         self.mode = mode
         self.settle_s = float(settle_s)
+        self.max_backdate_wall_s = 0.05
         self.net = FluidNet(cluster)
         self._ids = itertools.count()
         self._lost: set[int] = set()
@@ -91,7 +92,10 @@ class Fabric:
                        coflow_id: Hashable | None = None, start_s: float | None = None) -> float:
         """Carry ``nbytes`` bytes from ``src_gpu`` to ``dst_gpu``; return the emulated seconds taken.
 
-        ``start_s`` (virtual mode only): the emulated time the sender issued the transfer.
+        ``start_s``: the emulated time (``TimeScale.now()``) at which the sender issued the
+        transfer.  Virtual mode: the flow starts then (or is counted late).  Paced mode: the
+        control-plane delay since then (<= 50 ms wall) is credited, as if the fabric had
+        seen the flow at once.
         Same GPU or ``nbytes == 0``: returns 0.0 at once.  A transfer touching a lost server
         raises :class:`ServerLostError` (also when the server is lost while it is in flight).
         """
@@ -114,6 +118,8 @@ class Fabric:
         if self.mode == "paced":
             self._finish(self.net.advance(now))
             self._begin(x)
+            if start_s is not None and start_s < now:
+                self._backdate(x, now - float(start_s))
             self._reschedule()
         else:
             if start_s is not None and start_s > self.net.t:
@@ -127,6 +133,18 @@ class Fabric:
             if self._runner is None or self._runner.done():
                 self._runner = loop.create_task(self._run_virtual())
         return await x.token
+
+    def _backdate(self, x: Transfer, lag: float) -> None:
+        """Paced mode: the sender issued ``x`` ``lag`` emulated s ago (control-plane delay).
+
+        Credit the bytes it would have sent meanwhile at its current rate, and date its start
+        back; the lag is bounded by ``max_backdate_wall_s`` of wall time so a stale
+        ``start_s`` cannot skip a transfer.
+        """
+        lag = min(lag, self.scale.to_emu(self.max_backdate_wall_s))
+        r = self.net.rate_of(x)
+        x.start_s -= lag
+        x.remaining = max(x.remaining - r * lag, 1e-9 * x.nbytes)
 
     def _now(self) -> float:
         return self.scale.now() if self.mode == "paced" else self.net.t
@@ -237,6 +255,14 @@ class Fabric:
             self.net.set_link_factor(link, factor)
         self._changed()
         self._kick()
+
+    async def set_time_scale(self, time_scale: TimeScale | float) -> None:
+        """Change the time scale (paced mode); the emulated clock continues where it was."""
+        self._catch_up()
+        self.scale = time_scale if isinstance(time_scale, TimeScale) else self.scale.rescaled(time_scale)
+        if self.mode == "paced":
+            self.net.t = self.scale.now()  # re-base the model clock (bytes left are kept)
+        self._changed()
 
     async def fail_server(self, server: int) -> list[int]:
         """Mark ``server`` lost: its in-flight transfers raise ServerLostError; returns their jobs."""

@@ -54,6 +54,9 @@ class ServerActor:
         self.busy_s[local] += emu_s
         return time.perf_counter() - t0
 
+    async def set_time_scale(self, time_scale: TimeScale) -> None:
+        self.scale = time_scale
+
     async def gpu_busy(self) -> list[float]:
         """Emulated seconds each GPU of this server was held."""
         return list(self.busy_s)

@@ -84,6 +84,14 @@ class TimeScale:
         """Set the emulated clock back to 0 now."""
         self.epoch = time.time()
 
+    def rescaled(self, factor: float) -> "TimeScale":
+        """A time scale with a new factor whose clock continues from this one's ``now()``."""
+        wall = time.time()
+        emu_now = (wall - self.epoch) * self.factor
+        new = TimeScale(factor)
+        new.epoch = wall - emu_now / new.factor
+        return new
+
 
 def _link_rates(cluster) -> dict[str, float]:
     """Every configured rate (bytes/s) of ``cluster`` by a readable name; intra-server last."""
@@ -94,8 +102,18 @@ def _link_rates(cluster) -> dict[str, float]:
     return out
 
 
-def suggest_factor(cluster, *, wall_bps: float = ACCURATE_WALL_BPS, include_intra: bool = False) -> float:
+#: Wall seconds a paced message should last to stay within ~5 % of its rate: the fixed cost is
+#: ~5-10 ms on an idle host (host-measurements §4a: >= 0.15 s) and 15-20 ms under load, so 0.3 s.
+MIN_MESSAGE_WALL_S = 0.3
+
+
+def suggest_factor(cluster, *, wall_bps: float = ACCURATE_WALL_BPS, include_intra: bool = False,
+                   min_message_bytes: float | None = None) -> float:
     """Largest factor that keeps every NIC/rack link (and optionally intra-server) at <= ``wall_bps`` wall.
+
+    With ``min_message_bytes`` the wall rate is also capped at ``min_message_bytes /
+    MIN_MESSAGE_WALL_S`` so that the smallest message of the workload lasts >= 0.3 s of wall
+    time on the fastest link (the per-message floor, 5-20 ms, is then <= 5 %).  Never above 1 (the emulated cluster does not run faster than real time).
 
     Intra-server links (NVLink: 300 GB/s) are left out by default: they are ~100x faster than
     NICs, and a factor that paces them accurately makes NIC transfers very slow in wall time;
@@ -104,6 +122,10 @@ def suggest_factor(cluster, *, wall_bps: float = ACCURATE_WALL_BPS, include_intr
     rates = _link_rates(cluster)
     if not include_intra:
         rates.pop("intra-server")
+    if min_message_bytes is not None:
+        if not min_message_bytes > 0:
+            raise ConfigError(f"time_scale: min_message_bytes must be > 0, got {min_message_bytes!r}")
+        wall_bps = min(wall_bps, min_message_bytes / MIN_MESSAGE_WALL_S)
     return min(1.0, wall_bps / max(rates.values()))
 
 
