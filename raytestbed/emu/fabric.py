@@ -117,9 +117,11 @@ class Fabric:
                      token=loop.create_future())
         if self.mode == "paced":
             self._finish(self.net.advance(now))
+            lag = 0.0 if start_s is None else min(now - float(start_s), self.scale.to_emu(self.max_backdate_wall_s))
+            before = {y: self.net.rate_of(y) for y in self.net.transfers()} if lag > 0 else {}
             self._begin(x)
-            if start_s is not None and start_s < now:
-                self._backdate(x, now - float(start_s))
+            if lag > 0:
+                self._backdate(x, lag, before)
             self._reschedule()
         else:
             if start_s is not None and start_s > self.net.t:
@@ -134,17 +136,22 @@ class Fabric:
                 self._runner = loop.create_task(self._run_virtual())
         return await x.token
 
-    def _backdate(self, x: Transfer, lag: float) -> None:
+    def _backdate(self, x: Transfer, lag: float, before: dict) -> None:
         """Paced mode: the sender issued ``x`` ``lag`` emulated s ago (control-plane delay).
 
-        Credit the bytes it would have sent meanwhile at its current rate, and date its start
-        back; the lag is bounded by ``max_backdate_wall_s`` of wall time so a stale
-        ``start_s`` cannot skip a transfer.
+        Re-plays the last ``lag`` seconds as if ``x`` had been present: ``x`` is credited the
+        bytes it would have sent at its rate, and every other live transfer gets back what it
+        sent beyond its new (shared) rate — so capacity is not counted twice.  Exact when no
+        other transfer ended in that interval; the lag is bounded by ``max_backdate_wall_s``
+        (50 ms wall) so a stale ``start_s`` cannot skip a transfer.
         """
-        lag = min(lag, self.scale.to_emu(self.max_backdate_wall_s))
         r = self.net.rate_of(x)
         x.start_s -= lag
         x.remaining = max(x.remaining - r * lag, 1e-9 * x.nbytes)
+        for y, r_old in before.items():
+            dt = min(lag, self.net.t - y.start_s)
+            if dt > 0:
+                y.remaining = min(y.nbytes, y.remaining + (r_old - self.net.rate_of(y)) * dt)
 
     def _now(self) -> float:
         return self.scale.now() if self.mode == "paced" else self.net.t
