@@ -280,7 +280,7 @@ def run_into(
 def _add_measured(rows: list[dict[str, Any]], engine) -> list[str]:
     """Add the emulator's measured per-iteration statistics to job rows; return the new column names."""
     cols = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
-            "measured_comm_mean_s"]
+            "measured_comm_mean_s", "measured_start_overhead_s"]
     for r in rows:
         r.update(engine.measured_stats(int(r["job_id"])))
     return cols

@@ -32,7 +32,7 @@ import numpy as np
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
 from raytestbed.schedulers.base import Decision, Event, JobFinished, Policy
-from raytestbed.emu.scheduler_actor import RunReporter
+from raytestbed.emu.scheduler_actor import RunReporter, measured_stats
 from raytestbed.sim.engine import Fault, JobRecord, SimResult
 
 
@@ -191,14 +191,7 @@ class EmuBackend:
         """Measured iteration statistics of a job (emulated seconds; NaN if it never ran)."""
         if jid in self._measured_stats:
             return self._measured_stats[jid]
-        m = self.measured.get(jid) or []
-        a = np.asarray([x[2:] for x in m], dtype=float).reshape(-1, 3)
-        nan = math.nan
-        return {"measured_iterations": len(m),
-                "measured_iter_mean_s": float(a[:, 0].mean()) if len(m) else nan,
-                "measured_iter_p50_s": float(np.median(a[:, 0])) if len(m) else nan,
-                "measured_compute_mean_s": float(a[:, 1].mean()) if len(m) else nan,
-                "measured_comm_mean_s": float(a[:, 2].mean()) if len(m) else nan}
+        return measured_stats(self.measured.get(jid) or [], self.records[jid].first_start_s)
 
     def job_extra(self, jid: int) -> dict[str, float]:
         """Journaled with a finished job (restored on resume)."""
@@ -218,6 +211,8 @@ class EmuBackend:
         cores = os.cpu_count() or 1
         peak = peak_concurrent(self._busy)
         real = self.compute == "real"
+        over = [self.measured_stats(j)["measured_start_overhead_s"] for j in self.records]
+        over = np.asarray([x for x in over if x == x], dtype=float)
         return {
             "time_scale": float(ts.to_emu(1.0)),
             "tdf": float(ts.to_wall(1.0)),
@@ -233,6 +228,9 @@ class EmuBackend:
             "emulated_s": self.end_time_s,
             "wall_s": self.wall_s,
             "start_failures": self.start_failures,
+            # emulated seconds from a job's start to its first iteration, less that iteration: worker launch
+            "start_overhead_median_s": float(np.median(over)) if over.size else math.nan,
+            "start_overhead_max_s": float(over.max()) if over.size else math.nan,
             "fidelity_warnings": list(getattr(self.emu, "fidelity_warnings", [])),
             "warnings": self.warnings[:50],
         }
