@@ -425,6 +425,9 @@ def parity_check(loaded: LoadedTrial, out: Path, policies: list[str], backends: 
             compare_into(rf.path / spec.label, loaded, pairs, s, spec, show_progress)
         res = parity(rf.path / specs[0].label, rf.path / specs[1].label, limit=limit,
                      a_name=specs[0].label.replace("-", "_"), b_name=specs[1].label.replace("-", "_"))
-        write_parity(res, rf.path, specs[0].label.replace("-", "_"), specs[1].label.replace("-", "_"))
+        md = write_parity(res, rf.path, specs[0].label.replace("-", "_"), specs[1].label.replace("-", "_"))
+        with open(md, "a", encoding="utf-8") as f:
+            f.write("\nPer-backend reports (summary table, JCT CDF, GPU utilisation, Gantt, decision latency): "
+                    + ", ".join(f"[{sp.label}]({sp.label}/report.md)" for sp in specs) + "\n")
     res["a"], res["b"] = specs[0].label, specs[1].label
     return res

@@ -40,7 +40,9 @@ def test_parity_cli_reports_and_exit_status(tmp_path, capsys):
     assert want != 0.0  # two timing models really differ
     passed = abs(want) <= 0.5 and abs(df["makespan_rel_diff"][0]) <= 0.5
     assert rc == (0 if passed else 1)
-    assert ("PASS" if passed else "FAIL") in (out / "parity.md").read_text()
+    md = (out / "parity.md").read_text()
+    assert ("PASS" if passed else "FAIL") in md and "(sim-flow/report.md)" in md
+    assert (out / "sim-flow" / "report.md").is_file()
     assert len(pd.read_csv(out / "parity_jobs.csv")) == 12
     # a limit tighter than the measured difference must fail with exit status 1
     rc = main(["parity", str(t), "--out", str(tmp_path / "par2"), "--policies", "fifo",
