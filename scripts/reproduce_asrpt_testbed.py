@@ -88,8 +88,22 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     try:
         for k in range(args.sets):
-            loaded = parse_trial(trial_dict(k, args), f"testbed set {k}", args.out / "trial.yaml")
-            pairs = _pairs(loaded, pols)
+            for attempt in range(5):  # a random set may lack multi-GPU jobs: draw another start
+                d = trial_dict(k, args)
+                d["seed"] += 1000 * attempt
+                try:
+                    loaded = parse_trial(d, f"testbed set {k}", args.out / "trial.yaml")
+                    pairs = _pairs(loaded, pols)
+                    from raytestbed.traces.registry import load_workload
+
+                    wl = loaded.trial.workload.model_dump()
+                    load_workload(wl.pop("kind"), wl, loaded.cluster_config.build(), loaded.trial.seed,
+                                  loaded.base_dir, where=f"testbed set {k}")
+                    break
+                except RaytestbedError as e:
+                    print(f"set {k}: seed {d['seed']}: {e}; drawing another set", file=sys.stderr)
+            else:
+                raise RaytestbedError(f"set {k}: no usable job set in 5 draws")
             for spec in backends:
                 folder = args.out / f"set{k}" / spec.label
                 if folder.exists():
