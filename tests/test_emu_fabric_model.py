@@ -215,3 +215,25 @@ def test_paced_backdating_replays_the_control_delay_without_double_counting():
     a, b = run(main())
     # as if both had started at t0: 20 MB over 100 MB/s
     assert a == pytest.approx(0.2, rel=1e-6) and b == pytest.approx(0.2, rel=1e-6)
+
+
+def test_virtual_mode_settles_before_advancing_and_honours_start_times():
+    """Virtual clock with a settle window (the Fabric actor's virtual mode, here in-process)."""
+    from raytestbed.emu.fabric import Fabric
+
+    async def main():
+        f = Fabric(two_servers(), mode="virtual", settle_s=0.05)
+        a = asyncio.ensure_future(f.transfer(0, 0, 4, 10 * MB))
+        await asyncio.sleep(0.005)  # arrives within the settle window: shares the NIC from t = 0
+        b = asyncio.ensure_future(f.transfer(1, 1, 5, 10 * MB))
+        c = asyncio.ensure_future(f.transfer(2, 2, 6, 10 * MB, None, 1.0))  # starts at emulated 1.0 s
+        ta, tb, tc = await a, await b, await c
+        # a late sender: its start time is already behind the virtual clock
+        d = await f.transfer(3, 3, 7, 10 * MB, None, 0.0)
+        return ta, tb, tc, d, await f.stats()
+
+    ta, tb, tc, d, stats = run(main())
+    assert (ta, tb) == (pytest.approx(0.2), pytest.approx(0.2))
+    assert tc == pytest.approx(0.1)  # alone on the NIC after the first two finished at 0.2 s
+    assert d == pytest.approx(0.1) and stats["late_transfers"] == 1
+    assert stats["now_s"] == pytest.approx(1.2)

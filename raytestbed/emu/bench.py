@@ -69,6 +69,20 @@ class _Endpoint:
         return out
 
 
+def _cpu_s(pids) -> float:
+    """User + system CPU seconds consumed so far by ``pids`` (from /proc/PID/stat)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total / tick
+
+
 def _pss_mib(pids) -> float:
     total = 0
     for pid in pids:
@@ -236,23 +250,33 @@ def startup(shapes, out) -> None:
     from raytestbed.emu.cluster import EmuCluster
 
     out("\n## Start-up of an emulated cluster (fresh local Ray, one ServerActor per server)\n")
-    out("| servers x GPUs | start-up wall s (ray.init + placement groups + actors) | PSS of Ray + actors |")
-    out("|---|---|---|")
+    out("| servers x GPUs | start-up wall s (ray.init + placement groups + actors) | CPU s used by it "
+        "(all Ray processes + driver) | PSS of Ray + actors | load avg |")
+    out("|---|---|---|---|---|")
     import warnings
 
     for m, g in shapes:
         c = Cluster.homogeneous(m, g, NIC, INTRA)
+        cpu0 = sum(os.times()[:2])
         t0 = time.perf_counter()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            emu = EmuCluster(c, time_scale=suggest_factor(c))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                emu = EmuCluster(c, time_scale=suggest_factor(c), ready_timeout_s=300)
+        except Exception as e:  # report and go on with the next shape
+            out(f"| {m} x {g} = {m * g} GPUs | failed after {time.perf_counter() - t0:.0f} s: {e} | | | "
+                f"{os.getloadavg()[0]:.0f} |")
+            continue
         dt = time.perf_counter() - t0
         pids = [i["pid"] for i in ray.get([a.info.remote() for a in emu.servers])]
+        pids.append(ray.get(emu.fabric.pid.remote()))
         node = ray._private.worker._global_node
         for procs in node.all_processes.values():
             pids += [p.process.pid for p in procs]
+        cpu = _cpu_s(set(pids)) + sum(os.times()[:2]) - cpu0
         pids.append(os.getpid())
-        out(f"| {m} x {g} = {m * g} GPUs | {dt:.1f} | {_pss_mib(set(pids)) / 1024:.2f} GiB |")
+        out(f"| {m} x {g} = {m * g} GPUs | {dt:.1f} | {cpu:.1f} | {_pss_mib(set(pids)) / 1024:.2f} GiB | "
+            f"{os.getloadavg()[0]:.0f} |")
         emu.shutdown()
 
 
@@ -261,6 +285,8 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes, 1 repetition (smoke run)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--skip-startup", action="store_true")
+    ap.add_argument("--startup-only", action="store_true", help="only the start-up rows")
+    ap.add_argument("--shapes", default="16x8,32x8,64x8", help="start-up shapes, servers x GPUs")
     args = ap.parse_args(argv)
     out = print
     if args.quick:
@@ -270,6 +296,10 @@ def main(argv=None) -> int:
     out(f"# bench_fabric ({'quick' if args.quick else 'full'}), {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
         f"{os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}")
     t0 = time.perf_counter()
+    shapes = [tuple(int(v) for v in sh.split("x")) for sh in args.shapes.split(",")]
+    if args.startup_only:
+        startup(shapes, out)
+        return 0
     b = Bench(max_bytes=int(max(sizes) * MB), object_store_bytes=int(max(3 << 30, 10 * max(sizes) * MB)))
     try:
         out(f"\nbench cluster: 4 servers x 8 GPUs, NIC 10 Gbit/s, intra 300 GB/s; start-up {time.perf_counter() - t0:.1f} s")
@@ -280,7 +310,7 @@ def main(argv=None) -> int:
     finally:
         b.close()
     if not args.skip_startup:
-        startup([(4, 8)] if args.quick else [(16, 8), (32, 8), (64, 8)], out)
+        startup([(4, 8)] if args.quick else shapes, out)
     out(f"\ntotal {time.perf_counter() - t0:.0f} s")
     return 0
 

@@ -45,13 +45,13 @@ class EmuCluster:
         strict: raise instead of warn when a link is faster than the host can pace.
         auth: Ray token authentication, ``"session"`` | ``"disabled"`` | ``"inherit"`` (raysession.py).
         host: bind address of a local Ray (default 127.0.0.1).
-        ready_timeout_s: wall seconds to wait for placement groups and actors.
+        ready_timeout_s: wall seconds to wait for placement groups and actors (default 60 + 2 per server).
         **ray_opts: passed to ``ray.init`` (``num_cpus``, ``object_store_memory``, ...).
     """
 
     def __init__(self, cluster: Cluster, *, time_scale: float | TimeScale = 1.0, address: str | None = None,
                  gpus_per_actor: int | None = None, mode: str = "paced", strict: bool = False,
-                 auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float = 60.0,
+                 auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
                  settle_s: float = 0.005, **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
@@ -65,6 +65,8 @@ class EmuCluster:
         self.mode = mode
         self.gpus_per_actor = gpus_per_actor or 1
         self.fidelity_warnings: list[str] = []
+        if ready_timeout_s is None:
+            ready_timeout_s = 60.0 + 2.0 * cluster.num_servers
         if mode == "paced":
             self._check_time_scale(strict)
 
@@ -110,8 +112,13 @@ class EmuCluster:
                 self.servers.append(a)
             self.fabric = fabric_actor_class().options(max_concurrency=100_000, num_cpus=0).remote(
                 cluster, self.time_scale, mode, settle_s)
-            ray.get([a.ping.remote() for a in self.servers] + [self.fabric.ping.remote()],
-                    timeout=ready_timeout_s)
+            pings = [a.ping.remote() for a in self.servers] + [self.fabric.ping.remote()]
+            _, late = ray.wait(pings, num_returns=len(pings), timeout=ready_timeout_s)
+            if late:
+                raise ConfigError(
+                    f"emulator: {len(late)} of {len(pings)} actors (servers + fabric) did not start within "
+                    f"{ready_timeout_s:g} s (host overloaded?); raise ready_timeout_s or emulate fewer servers")
+            ray.get(pings)
             self._watch = {a.watch.remote(): m for m, a in enumerate(self.servers)}
         except BaseException:
             self.shutdown()

@@ -334,6 +334,12 @@ class Fabric:
     async def ping(self) -> bool:
         return True
 
+    async def pid(self) -> int:
+        """Host process id (for memory/CPU accounting)."""
+        import os
+
+        return os.getpid()
+
 
 class LocalFabric(Fabric):
     """The fabric in-process without Ray and without delay (virtual time, no settling), for unit tests."""
