@@ -39,6 +39,7 @@ import ray
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.emu.executors.plan import JobPlan, plan_job
+from raytestbed.errors import ConfigError
 from raytestbed.emu.executors.worker import ParamServer, StageWorker
 
 log = logging.getLogger(__name__)
@@ -308,6 +309,9 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
         ConfigError: bad mode, a model real mode cannot build, stages that match
             no layer range of the model.
     """
+    if getattr(emu, "mode", "paced") != "paced":
+        raise ConfigError(f"job {job.job_id}: the executors need the paced fabric (emulator mode 'paced'), "
+                          f"got {emu.mode!r}")
     if profile is None and mode == "real":
         from raytestbed.core.profile import default_profiles
 

@@ -9,8 +9,9 @@ forward F(i)
     emulated GPU for each inbound flow's duration (A-SRPT eq. 5 charges a stage
     for its inbound as well as its outbound traffic); compute (``real``: run the
     layers; ``replay``: hold the GPU for the profiled p^f); send one activation
-    slice to every downstream replica, one after the other, each paced by the
-    fabric.
+    slice to every downstream replica, one after the other (replica r starts
+    with neighbour r, so simultaneous slices go to different receivers), each
+    paced by the fabric.
 backward B(i)
     take the gradient slices from every downstream replica (holding the GPU for
     their flows); compute (p^b); send gradient slices upstream; ring all-reduce
@@ -40,6 +41,12 @@ def fabric_call(fabric, method: str, *args):
     """Call ``fabric.method(*args)`` on a Ray actor handle or an in-process fabric; returns an awaitable."""
     m = getattr(fabric, method)
     return m.remote(*args) if hasattr(m, "remote") else m(*args)
+
+
+def _rotated(n: int, start: int) -> list[int]:
+    """0..n-1 starting at ``start mod n``: replica r of a stage sends to neighbour r first, so the
+    replicas' simultaneous slices go to different receivers (no receiver gets two at once)."""
+    return [(start + t) % n for t in range(n)]
 
 
 class _Inbox:
@@ -81,6 +88,7 @@ class StageWorker:
         self.stage = None
         self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0})
         self.meta: dict[int, dict] = {}
+        self.deliveries: list = []  # deliver() calls in flight (checked once per mini-batch)
         if spec.mode == "real":
             from raytestbed.emu.executors.compute import RealStage
 
@@ -106,8 +114,10 @@ class StageWorker:
         self.hold = False
         await self.inbox.poke()
 
-    async def deliver(self, key, data, flow_emu_s: float, meta=None) -> None:
-        """Called by the sending peer once the paced flow completed (``data`` is the resolved buffer)."""
+    async def deliver(self, key, data, flow: list, meta=None) -> None:
+        """Called by the sending peer with the buffer and ``[ref]`` of its fabric transfer;
+        the slice is usable once that paced flow completed."""
+        flow_emu_s = float(await flow[0])
         await self.inbox.put(key, (data, flow_emu_s, meta))
 
     # ------------------------------------------------------------- helpers
@@ -122,9 +132,10 @@ class StageWorker:
         """Paced transfer of ``payload`` to the worker on ``dst_gpu``; returns the emulated flow time."""
         tr = fabric_call(self.fabric, "transfer", self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes), coflow)
         ref = ray.put(payload)
-        flow = await tr
-        await self.peers[dst_gpu].deliver.remote(key, ref, float(flow), meta)
-        return float(flow)
+        # the receiver gets the buffer now and waits for the flow's completion itself (one message
+        # hop less on the critical path); we hold our GPU until the flow completed
+        self.deliveries.append(self.peers[dst_gpu].deliver.remote(key, ref, [tr], meta))
+        return float(await tr)
 
     def _abort(self, key) -> bool:
         return key[1] >= self.limit
@@ -196,12 +207,13 @@ class StageWorker:
                 parts = np.array_split(out, k_next)
                 idxs = np.array_split(idx, k_next)
                 self.meta.setdefault(i, {})["out_sizes"] = [len(p) for p in parts]
-                for t, g in enumerate(sp.next_gpus):
+                for t in _rotated(k_next, sp.replica):
+                    g = sp.next_gpus[t]
                     await self._send(g, ("act", i, sp.replica), parts[t], parts[t].nbytes, {"idx": idxs[t]})
             else:
                 buf = np.zeros(sp.act_out_bytes, dtype=np.uint8)
-                for g in sp.next_gpus:
-                    await self._send(g, ("act", i, sp.replica), buf, buf.nbytes, None)
+                for t in _rotated(k_next, sp.replica):
+                    await self._send(sp.next_gpus[t], ("act", i, sp.replica), buf, buf.nbytes, None)
             a["comm"] += self._emu(time.perf_counter() - t0)
         return True
 
@@ -231,12 +243,12 @@ class StageWorker:
             if sp.mode == "real":
                 sizes = self.meta[j]["sizes"]
                 parts = np.split(gin, np.cumsum(sizes)[:-1])
-                for q, g in enumerate(sp.prev_gpus):
-                    await self._send(g, ("grad", j, sp.replica), parts[q], parts[q].nbytes)
+                for q in _rotated(len(sp.prev_gpus), sp.replica):
+                    await self._send(sp.prev_gpus[q], ("grad", j, sp.replica), parts[q], parts[q].nbytes)
             else:
                 buf = np.zeros(sp.act_in_bytes, dtype=np.uint8)
-                for g in sp.prev_gpus:
-                    await self._send(g, ("grad", j, sp.replica), buf, buf.nbytes)
+                for q in _rotated(len(sp.prev_gpus), sp.replica):
+                    await self._send(sp.prev_gpus[q], ("grad", j, sp.replica), buf, buf.nbytes)
             a["comm"] += self._emu(time.perf_counter() - t0)
         self.meta.pop(j, None)
         # gradient synchronisation
@@ -251,6 +263,9 @@ class StageWorker:
         a["comm"] += self._emu(time.perf_counter() - t0)
         if sp.mode == "real":
             self.stage.apply(total)
+        if self.deliveries:  # surface a dead receiver; normally all long done
+            pending, self.deliveries = self.deliveries, []
+            await asyncio.gather(*pending)
         acc = self.acc.pop(j)
         self.monitor.record.remote(j, sp.rank, time.time(), acc["comp"], acc["comm"], acc.get("loss"),
                                    acc.get("n", 0), acc["cpu"])
