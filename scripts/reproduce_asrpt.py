@@ -367,7 +367,7 @@ def reductions(part: pd.DataFrame) -> pd.DataFrame:
         if "asrpt" not in t:
             continue
         base = {b: t[b] for b in BASELINES if b in t}
-        row = {"x": x}
+        row = {"x": f"{x:g}" if isinstance(x, (int, float, np.number)) else x}
         if base:
             best = min(base, key=base.get)
             worst = max(base, key=base.get)
@@ -391,7 +391,8 @@ def md_table(df: pd.DataFrame, fmt: str = ".4g", index: bool = False) -> str:
     cols = [str(c) for c in d.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in d.itertuples(index=False):
-        out.append("| " + " | ".join(cell(v) for v in row) + " |")
+        first = f"{row[0]:g}" if index and isinstance(row[0], (float, int, np.number)) else cell(row[0])
+        out.append("| " + " | ".join([first, *(cell(v) for v in row[1:])]) + " |")
     return "\n".join(out)
 
 
