@@ -8,6 +8,13 @@ the ``--history`` jobs just before it train the predictors before the run
 (the paper trains on the earlier 80% of its trace) and every policy refits
 online every ``--retrain-every`` completions.
 
+Load: arrivals are compressed so that the trace's average busy GPUs (sum of
+GPUs x run time over its span; AAIC ~126 GPUs on a 256-320 GPU cluster) offer
+``--load`` times the simulated cluster's GPUs (``--arrival-scale`` sets the
+compression directly). Scaled-down runs (``--scale`` < 1) also scale the
+cluster (``--cluster-scale``, default = ``--scale``: 250 x s servers), so jobs
+per GPU stay as in the paper; jobs larger than the scaled cluster are dropped.
+
 Sweeps (``--sweeps``):
 
 * ``jobs``      total JCT vs number of jobs (Fig. 6; paper 37.5k..150k)
@@ -17,7 +24,7 @@ Sweeps (``--sweeps``):
 * ``predictor`` A-SRPT with the RF / median / mean / perfect predictors, the
   baselines with RF (Fig. 9), plus the predictors' mean absolute error on the
   job set after fitting on the history
-* ``load``      vs arrival compression (our addition: the paper gives no load axis)
+* ``load``      vs offered load (our addition: the paper gives no load axis)
 * ``table2``    Heavy-Edge vs the optimal ILP (scripts/bench_placement.py)
 
 Policies: asrpt, asrpt-perfect, spjf, spwf, wcs-duration, wcs-workload,
@@ -78,7 +85,7 @@ PAPER = {
            "(WCS-Duration); at 1 Gbps up to 92% reduction.",
     "predictor": "Fig. 9: mean absolute error RF 369 < median 563 < mean 593 iterations; A-SRPT with RF is only "
                  "14% worse than A-SRPT-Perfect; less accurate predictors (mean) degrade it markedly.",
-    "load": "(no paper counterpart: our load axis).",
+    "load": "(no paper counterpart: our load axis, 0.5 -> 1.5).",
     "table2": "Table II: VGG19 Heavy-Edge 88.11 ms vs ILP 82.96 ms (+6%), PCT 1.94 ms vs 55,318.86 ms; "
               "GPT-175B 10.14 vs 10.14 ms (+0%), PCT 1.52 ms vs 2,288.12 ms.",
 }
@@ -111,6 +118,14 @@ class JobSet:
     history: list[tuple[str, str, int]]  #: (group, user, iterations) of the jobs before the set
     start: int
     offered_load: float  #: sum g_i n_i alpha~min_i / (G x arrival span)
+
+
+def trace_busy_gpus(rows: list) -> float:
+    """Average GPUs the trace keeps busy: sum of GPUs x run time over its arrival span."""
+    if not rows:
+        return 0.0
+    span = max(rows[-1].arrival_s - rows[0].arrival_s, 1.0)
+    return sum(r.gpus * r.duration_s for r in rows) / span
 
 
 def make_jobset(rows: list, n: int, history: int, seed: int, cluster, arrival_scale: float,
@@ -167,9 +182,11 @@ def simulate(cluster, jobs: list[Job], name: str, seed: int, params: dict) -> di
     wall = time.perf_counter() - t0
     fin = [r for r in res.records if not math.isnan(r.finish_s)]
     jct = np.array([r.finish_s - r.job.arrival_s for r in fin])
+    queue = np.array([r.first_start_s - r.job.arrival_s for r in fin])
     dt = res.decision_times_s
     return dict(jobs=len(jobs), finished=len(fin), total_jct_s=float(jct.sum()),
                 avg_jct_s=float(jct.mean()) if jct.size else math.nan,
+                avg_queue_s=float(queue.mean()) if queue.size else math.nan,
                 makespan_s=float(max(r.finish_s for r in fin)) if fin else math.nan, wall_s=wall,
                 decision_p50_s=float(np.percentile(dt, 50)) if dt.size else math.nan,
                 decision_p99_s=float(np.percentile(dt, 99)) if dt.size else math.nan)
@@ -182,7 +199,8 @@ class Config:
     scale: float
     history: int
     seed: int
-    arrival_scale: float
+    load: float  #: target offered load: arrival_scale = trace busy GPUs / (G x load)
+    arrival_scale: float | None  #: explicit arrival compression (overrides ``load``)
     retrain_every: int | None
     jobs_points: list[float]
     single_points: list[float]
@@ -193,22 +211,32 @@ class Config:
     table2_random: int
 
 
-def full_config(scale: float, history: int, seed: int, arrival_scale: float, retrain_every: int | None) -> Config:
-    return Config(scale, history, seed, arrival_scale, retrain_every,
+def full_config(scale: float, history: int, seed: int, load: float, arrival_scale: float | None,
+                retrain_every: int | None) -> Config:
+    return Config(scale, history, seed, load, arrival_scale, retrain_every,
                   jobs_points=[37_500, 75_000, 112_500, 150_000], single_points=[0.8, 0.6, 0.4, 0.2, 0.0],
-                  nic_points=[1, 10, 25, 50], load_points=[0.05, 0.1, 0.2, 0.4], single_jobs=75_000,
+                  nic_points=[1, 10, 25, 50], load_points=[0.5, 0.75, 1.0, 1.5], single_jobs=75_000,
                   table2_cases=20, table2_random=200)
 
 
 def quick_config(seed: int) -> Config:
-    return Config(1.0, 300, seed, 0.1, None, jobs_points=[150, 300], single_points=[0.8, 0.0],
-                  nic_points=[1, 50], load_points=[0.1, 0.4], single_jobs=200, table2_cases=2, table2_random=0)
+    return Config(1.0, 300, seed, 1.0, None, None, jobs_points=[150, 300], single_points=[0.8, 0.0],
+                  nic_points=[1, 50], load_points=[0.5, 1.5], single_jobs=200, table2_cases=2, table2_random=0)
 
 
 def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, base_cluster_cfg, out: Path,
                log=print) -> pd.DataFrame:
     records: list[dict] = []
     base = base_cluster_cfg.build()
+    busy = trace_busy_gpus(rows)
+
+    def arrival_scale(load: float | None = None) -> float:
+        if cfg.arrival_scale is not None and load is None:
+            return cfg.arrival_scale
+        return busy / (base.total_gpus * (load if load is not None else cfg.load))
+
+    log(f"cluster {base.num_servers} x {base.gpus_per_server} GPUs; trace keeps {busy:.1f} GPUs busy on average; "
+        f"arrival scale {arrival_scale():.4g}")
 
     def n_of(x: float) -> int:
         return max(10, int(round(x * cfg.scale)))
@@ -220,10 +248,11 @@ def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, 
         for label, name, pred in runs:
             r = simulate(cluster, js.jobs, name, cfg.seed, policy_params(name, pred, js.history, retrain(len(js.jobs))))
             r.update(sweep=sweep, x=x, policy=label, start=js.start, offered_load=js.offered_load,
-                     nic_gbps=cluster.nic_bps * 8 / 1e9)
+                     nic_gbps=cluster.nic_bps * 8 / 1e9, gpus=cluster.total_gpus)
             records.append(r)
-            log(f"  {sweep:<9} x={x:<8} {label:<16} total JCT {r['total_jct_s']:.4e} s  "
-                f"({r['finished']}/{r['jobs']} finished, load {js.offered_load:.2f}, {r['wall_s']:.1f} s)")
+            log(f"  {sweep:<9} x={x:<8} {label:<16} total JCT {r['total_jct_s']:.4e} s  mean queue "
+                f"{r['avg_queue_s']:.3g} s ({r['finished']}/{r['jobs']} finished, load {js.offered_load:.2f}, "
+                f"{r['wall_s']:.1f} s)", flush=True)
 
     plain = [(p, p, None) for p in policies]
     for sweep in sweeps:
@@ -231,22 +260,22 @@ def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, 
         if sweep == "jobs":
             for x in cfg.jobs_points:
                 n = n_of(x)
-                run_point(sweep, n, make_jobset(rows, n, cfg.history, cfg.seed, base, cfg.arrival_scale, None),
+                run_point(sweep, n, make_jobset(rows, n, cfg.history, cfg.seed, base, arrival_scale(), None),
                           base, plain)
         elif sweep == "single":
             n = n_of(cfg.single_jobs)
             for x in cfg.single_points:
-                run_point(sweep, x, make_jobset(rows, n, cfg.history, cfg.seed, base, cfg.arrival_scale, x),
+                run_point(sweep, x, make_jobset(rows, n, cfg.history, cfg.seed, base, arrival_scale(), x),
                           base, plain)
         elif sweep == "nic":
             n = n_of(cfg.single_jobs)
-            js = make_jobset(rows, n, cfg.history, cfg.seed, base, cfg.arrival_scale, 0.0)
+            js = make_jobset(rows, n, cfg.history, cfg.seed, base, arrival_scale(), 0.0)
             for x in cfg.nic_points:
                 cl = base_cluster_cfg.model_copy(update={"nic_gbps": float(x)}).build()
                 run_point(sweep, x, js, cl, plain)
         elif sweep == "predictor":
             n = n_of(cfg.single_jobs)
-            js = make_jobset(rows, n, cfg.history, cfg.seed, base, cfg.arrival_scale, None)
+            js = make_jobset(rows, n, cfg.history, cfg.seed, base, arrival_scale(), None)
             runs = list(plain)
             if "asrpt" in policies:
                 runs += [("asrpt[median]", "asrpt", "median"), ("asrpt[mean]", "asrpt", "mean")]
@@ -255,7 +284,8 @@ def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, 
         elif sweep == "load":
             n = n_of(cfg.single_jobs)
             for x in cfg.load_points:
-                run_point(sweep, x, make_jobset(rows, n, cfg.history, cfg.seed, base, x, None), base, plain)
+                run_point(sweep, x, make_jobset(rows, n, cfg.history, cfg.seed, base, arrival_scale(x), None),
+                          base, plain)
         elif sweep == "table2":
             name, t2 = bench_placement.table2(["vgg19-cifar", "vgg16", "gpt-small"], cfg.table2_cases, 16,
                                               cfg.seed, CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml")
@@ -271,13 +301,19 @@ def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, 
         else:
             raise SystemExit(f"--sweeps: unknown sweep {sweep!r}")
         log(f"[{sweep}] done in {time.perf_counter() - t0:.0f} s")
+        save(records, out)  # after every sweep, so an interrupted run keeps what it finished
+    return pd.DataFrame(records)
+
+
+def save(records: list[dict], out: Path) -> None:
+    """``runs.csv`` and one CSV + PNG per sweep."""
     df = pd.DataFrame(records)
-    if not df.empty:
-        df.to_csv(out / "runs.csv", index=False)
-        for sweep, part in df.groupby("sweep", sort=False):
-            part.to_csv(out / f"{sweep}.csv", index=False)
-            plot_sweep(sweep, part, out / f"{sweep}.png")
-    return df
+    if df.empty:
+        return
+    df.to_csv(out / "runs.csv", index=False)
+    for sweep, part in df.groupby("sweep", sort=False):
+        part.to_csv(out / f"{sweep}.csv", index=False)
+        plot_sweep(sweep, part, out / f"{sweep}.png")
 
 
 def predictor_errors(js: JobSet, seed: int) -> pd.DataFrame:
@@ -311,7 +347,7 @@ def plot_sweep(sweep: str, df: pd.DataFrame, path: Path) -> None:
             part = part.sort_values("x")
             ax.plot(part["x"], part["total_jct_s"], marker="o", label=pol)
         ax.set_xlabel({"jobs": "number of jobs", "single": "share of single-GPU jobs", "nic": "NIC bandwidth (Gbps)",
-                       "load": "arrival scale (smaller = denser)"}.get(sweep, sweep))
+                       "load": "target offered load"}.get(sweep, sweep))
         ax.legend(fontsize=7)
     ax.set_yscale("log")
     ax.set_ylabel("total JCT (s)")
@@ -331,7 +367,7 @@ def reductions(part: pd.DataFrame) -> pd.DataFrame:
         if "asrpt" not in t:
             continue
         base = {b: t[b] for b in BASELINES if b in t}
-        row = {"x": x}
+        row = {"x": f"{x:g}" if isinstance(x, (int, float, np.number)) else x}
         if base:
             best = min(base, key=base.get)
             worst = max(base, key=base.get)
@@ -355,15 +391,16 @@ def md_table(df: pd.DataFrame, fmt: str = ".4g", index: bool = False) -> str:
     cols = [str(c) for c in d.columns]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in d.itertuples(index=False):
-        out.append("| " + " | ".join(cell(v) for v in row) + " |")
+        first = f"{row[0]:g}" if index and isinstance(row[0], (float, int, np.number)) else cell(row[0])
+        out.append("| " + " | ".join([first, *(cell(v) for v in row[1:])]) + " |")
     return "\n".join(out)
 
 
 def write_summary(out: Path, df: pd.DataFrame, sweeps: list[str], missing: list[str], args_line: str,
-                  trace: str) -> None:
+                  trace: str, cluster: str = "asrpt_sim_250x8") -> None:
     lines = ["# A-SRPT simulation study: reproduction", "",
              f"Command: `{args_line}`", "",
-             f"Trace: {trace}; cluster asrpt_sim_250x8 (250 x 8 GPUs, 10 Gbps, 300 GB/s) unless the sweep varies it.",
+             f"Trace: {trace}; cluster {cluster} (8 GPUs per server, 10 Gbps, 300 GB/s) unless the sweep varies it.",
              "Total JCT = sum over jobs of (finish - arrival), seconds (the paper's total job flow time).", ""]
     if missing:
         lines += [f"Policies not registered (skipped): {', '.join(missing)}", ""]
@@ -391,6 +428,8 @@ def write_summary(out: Path, df: pd.DataFrame, sweeps: list[str], missing: list[
         loads = part.groupby("x", sort=False)["offered_load"].first()
         lines += ["Offered load (sum g n alpha~min / (G x arrival span)): "
                   + ", ".join(f"{x}: {v:.2f}" for x, v in loads.items()), ""]
+        q = part.pivot_table(index="x", columns="policy", values="avg_queue_s", sort=False)
+        lines += ["Mean queueing delay (s):", "", md_table(q, ".3g", index=True), ""]
         if sweep == "predictor" and (out / "predictor_errors.csv").exists():
             lines += ["Predictor mean absolute error on the job set (fitted on the history):", "",
                       md_table(pd.read_csv(out / "predictor_errors.csv"), ".4g"), ""]
@@ -406,21 +445,38 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trace", default="aaic", help="aaic (all files) | aaic-2018h2 | philly | helios | philly15k")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the paper's job counts")
     ap.add_argument("--history", type=int, default=None, help="jobs before each set that train the predictors")
-    ap.add_argument("--arrival-scale", type=float, default=0.1, help="arrival compression of the trace")
+    ap.add_argument("--load", type=float, default=1.0,
+                    help="target offered load: arrivals are compressed by (trace busy GPUs) / (G x load)")
+    ap.add_argument("--arrival-scale", type=float, default=None, help="explicit arrival compression (overrides --load)")
+    ap.add_argument("--cluster-scale", type=float, default=None,
+                    help="servers = 250 x this (default: --scale, keeping jobs per GPU as in the paper)")
     ap.add_argument("--retrain-every", type=int, default=None, help="default: max(50, jobs / 10)")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--summary-only", action="store_true",
+                    help="rewrite summary.md from the runs.csv already in --out (e.g. after an interrupted run)")
     args = ap.parse_args(argv)
     sweeps = [s.strip() for s in args.sweeps.split(",") if s.strip()]
+    if args.summary_only:
+        runs = args.out / "runs.csv"
+        if not runs.is_file():
+            raise SystemExit(f"{runs}: not found")
+        df = pd.read_csv(runs)
+        done = [s for s in sweeps if s in set(df["sweep"]) or (s == "table2" and (args.out / "table2.csv").exists())]
+        argv_line = "scripts/reproduce_asrpt.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        write_summary(args.out, df, done, [], argv_line, args.trace, "see runs.csv")
+        print(f"wrote {args.out}/summary.md from {runs}")
+        return
     if args.quick:
         cfg = quick_config(args.seed)
         cfg.arrival_scale = args.arrival_scale
+        cfg.load = args.load
         cfg.retrain_every = args.retrain_every
         if args.history is not None:
             cfg.history = args.history
     else:
         cfg = full_config(args.scale, args.history if args.history is not None else max(1000, int(20_000 * args.scale)),
-                          args.seed, args.arrival_scale, args.retrain_every)
+                          args.seed, args.load, args.arrival_scale, args.retrain_every)
     registered = available_policies()
     wanted = [p.strip() for p in args.policies.split(",") if p.strip()]
     policies = [p for p in wanted if p in registered]
@@ -435,12 +491,17 @@ def main(argv: list[str] | None = None) -> None:
     if rows:
         print(f"trace {args.trace}: {len(rows)} rows read in {time.perf_counter() - t0:.1f} s")
     cluster_cfg = load_cluster(CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml")
+    cscale = args.cluster_scale if args.cluster_scale is not None else (1.0 if args.quick else args.scale)
+    if cscale != 1.0:
+        group = cluster_cfg.servers[0].model_copy(update={"count": max(1, round(250 * cscale))})
+        cluster_cfg = cluster_cfg.model_copy(update={"servers": [group],
+                                                     "name": f"asrpt_sim_{group.count}x{group.gpus}"})
     run = [s for s in sweeps if s == "table2" or rows]
     if len(run) < len(sweeps):
         print(f"no registered policy to simulate: skipped {', '.join(s for s in sweeps if s not in run)}")
     df = run_sweeps(run, cfg, policies, rows, cluster_cfg, args.out)
     argv_line = "scripts/reproduce_asrpt.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    write_summary(args.out, df, sweeps, missing, argv_line, args.trace)
+    write_summary(args.out, df, sweeps, missing, argv_line, args.trace, cluster_cfg.name)
     print(f"wrote {args.out}/summary.md ({time.perf_counter() - t0:.0f} s)")
 
 
