@@ -15,6 +15,7 @@ Writes CSV + PNG per figure and ``sjfbco_reproduction.md`` (the paper's findings
 ours) into ``--out``. ``--quick``: one workload seed, fewer sweep points, no flow runs.
 
     .venv/bin/python scripts/reproduce_sjfbco.py [--quick] [--seeds 5] [--out results/sjfbco_repro]
+        [--figs 4,5,6,7] [--servers-step 1]
 """
 
 from __future__ import annotations
@@ -169,6 +170,9 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", type=int, default=5, help="workload seeds 0..N-1 (default 5)")
     ap.add_argument("--durations", choices=["philly", "uniform"], default="philly")
     ap.add_argument("--no-flow", action="store_true", help="skip the flow-level execution of Fig. 4")
+    ap.add_argument("--figs", default="4,5,6,7",
+                    help="figures to compute; the others are read from earlier CSVs in --out")
+    ap.add_argument("--servers-step", type=int, default=1, help="Fig. 6 server counts 10..20 in this step")
     args = ap.parse_args(argv)
     if args.seeds < 1:
         print("reproduce_sjfbco: --seeds must be >= 1", file=sys.stderr)
@@ -177,19 +181,40 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     seeds = [0] if args.quick else list(range(args.seeds))
     kappas = [1, 2, 4, 8, 16, 32] if args.quick else list(range(1, 33))
-    servers = [10, 15, 20] if args.quick else list(range(10, 21))
+    servers = [10, 15, 20] if args.quick else list(range(10, 21, max(1, args.servers_step)))
+    if servers[-1] != 20:
+        servers.append(20)
     lams = [1, 2, 4, 8]
     flow = not (args.quick or args.no_flow)
     t0 = time.perf_counter()
 
-    f4 = fig4(seeds, args.durations, flow)
-    f4.to_csv(out / "fig4_policies.csv", index=False)
-    f5 = fig5(seeds, args.durations, kappas)
-    f5.to_csv(out / "fig5_kappa.csv", index=False)
-    f6 = fig6(seeds, args.durations, servers)
-    f6.to_csv(out / "fig6_servers.csv", index=False)
-    f7 = fig7(seeds, args.durations, lams)
-    f7.to_csv(out / "fig7_lambda.csv", index=False)
+    try:
+        figs = {int(x) for x in args.figs.split(",")}
+    except ValueError:
+        print("reproduce_sjfbco: --figs must be a comma-separated subset of 4,5,6,7", file=sys.stderr)
+        return 2
+    if not figs <= {4, 5, 6, 7}:
+        print("reproduce_sjfbco: --figs must be a comma-separated subset of 4,5,6,7", file=sys.stderr)
+        return 2
+    jobs_of = {4: ("fig4_policies.csv", lambda: fig4(seeds, args.durations, flow)),
+               5: ("fig5_kappa.csv", lambda: fig5(seeds, args.durations, kappas)),
+               6: ("fig6_servers.csv", lambda: fig6(seeds, args.durations, servers)),
+               7: ("fig7_lambda.csv", lambda: fig7(seeds, args.durations, lams))}
+    frames = {}
+    for k, (fname, make) in jobs_of.items():
+        if k in figs:
+            frames[k] = make()
+            frames[k].to_csv(out / fname, index=False)
+        elif (out / fname).is_file():  # reuse an earlier run's figure in the summary
+            frames[k] = pd.read_csv(out / fname)
+        else:
+            print(f"reproduce_sjfbco: --figs leaves out Fig. {k} and {out / fname} does not exist", file=sys.stderr)
+            return 2
+    f4, f5, f6, f7 = frames[4], frames[5], frames[6], frames[7]
+    seeds = sorted(int(s) for s in f4.seed.unique())
+    kappas = sorted(int(k) for k in f5.kappa_fixed.unique())
+    servers = sorted(int(n) for n in f6.servers.unique())
+    flow = bool((f4.timing != "analytic eq. 8").any())
 
     # ---- aggregates --------------------------------------------------------
     a4 = f4[f4.timing == "analytic eq. 8"]
