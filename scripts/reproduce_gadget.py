@@ -5,7 +5,8 @@
   cluster_configs/gadget_fattree_50.yaml, Poisson arrivals over the horizon (the
   Google arrivals are not available, GD-12). Three GADGET variants: ``gadget``
   (the paper's per-slot objective), ``gadget-tb`` (+1e-6 per worker tie-break:
-  work conserving) and ``gadget-env`` (pi from the sigmoid's least concave
+  work conserving; at most 300 candidate jobs per slot, by pi/kappa, to bound its
+  LP time) and ``gadget-env`` (pi from the sigmoid's least concave
   majorant); see raytestbed/schedulers/gadget.py.
 * Figs. 5–6 — GADGET's embedded ratio (embedded / active jobs per slot, averaged
   over slots and seeds) vs node capacity (1 unit = 100 GPUs: every server's GPUs
@@ -50,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SLOT_S = 60.0
 VARIANTS = {
     "gadget": ("gadget", {}),
-    "gadget-tb": ("gadget", {"tie_break": 1e-6}),
+    "gadget-tb": ("gadget", {"tie_break": 1e-6, "max_jobs": 300}),
     "gadget-env": ("gadget", {"envelope": True}),
     "fifo-ring": ("fifo-ring", {}),
     "drf": ("drf", {}),
@@ -123,7 +124,9 @@ def fig56(cluster, units, seeds, slots, n_jobs, variant, which: str, out: Path) 
             jobs = workload(c, n_jobs, slots, seed)
             u, done, pol, wall = run_policy(c, jobs, variant, slots, seed)
             r = [s["embedded"] / s["active"] for s in pol.slot_log if s["active"] > 0]
+            rc = [s["embedded"] / s["candidates"] for s in pol.slot_log if s["candidates"] > 0]
             rows.append(dict(units=k, seed=seed, gpus=c.total_gpus, embedded_ratio=float(np.mean(r)),
+                             embedded_of_candidates=float(np.mean(rc)) if rc else math.nan,
                              total_utility=u, wall_s=wall))
             print(f"fig{5 if which == 'node' else 6} {which} units={k} seed={seed} ratio={np.mean(r):.3f} "
                   f"U={u:.1f} wall={wall:.1f}s", flush=True)
@@ -131,8 +134,11 @@ def fig56(cluster, units, seeds, slots, n_jobs, variant, which: str, out: Path) 
     name = "fig5_node" if which == "node" else "fig6_edge"
     df.to_csv(out / f"{name}.csv", index=False)
     m = df.groupby("units")["embedded_ratio"].mean()
+    mc = df.groupby("units")["embedded_of_candidates"].mean()
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(m.index, m.values, marker="o")
+    ax.plot(m.index, m.values, marker="o", label="embedded / active")
+    ax.plot(mc.index, mc.values, marker="s", label="embedded / active with pi > 0")
+    ax.legend()
     ax.set_xlabel(f"{which} capacity (units: {'100 GPUs' if which == 'node' else 'mean ToR-core link = 200 Gbit/s'})")
     ax.set_ylabel("embedded / active jobs per slot")
     ax.set_ylim(0, 1.05)
@@ -221,9 +227,11 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
     for name, df, paper in (("Fig. 5 — embedded ratio vs node capacity", f5, "rises with node (GPU) capacity"),
                             ("Fig. 6 — embedded ratio vs edge capacity", f6, "rises with edge (bandwidth) capacity")):
         L += [f"## {name}", "", f"Paper: the ratio {paper} (averaged over 3 trials; values only in the plot).", "",
-              "| units | GPUs | embedded ratio (ours) |", "|---|---|---|"]
+              "| units | GPUs | embedded / active (ours) | embedded / active with pi > 0 (ours) | total utility |",
+              "|---|---|---|---|---|"]
         for k, g in df.groupby("units"):
-            L.append(f"| {k} | {int(g['gpus'].iloc[0])} | {g['embedded_ratio'].mean():.3f} |")
+            L.append(f"| {k} | {int(g['gpus'].iloc[0])} | {g['embedded_ratio'].mean():.3f} | "
+                     f"{g['embedded_of_candidates'].mean():.3f} | {g['total_utility'].mean():.0f} |")
         L += ["", f"![{name}]({'fig5_node' if 'node' in name else 'fig6_edge'}.png)", ""]
     L += ["## Fig. 7 — per-slot G-VNE utility / exact optimum", "",
           "Paper: 60%–80% of the Gurobi optimum.", "",
@@ -248,7 +256,7 @@ def main(argv=None) -> None:
     ap.add_argument("--slots", type=int, default=200)
     ap.add_argument("--counts", default=None, help="Fig. 4 job counts, e.g. 500,1000,2000,3000,4000")
     ap.add_argument("--seeds", default=None, help="seeds, e.g. 1,2,3")
-    ap.add_argument("--fig56-variant", default="gadget-tb", choices=[v for v in VARIANTS if v.startswith("gadget")])
+    ap.add_argument("--fig56-variant", default="gadget-env", choices=[v for v in VARIANTS if v.startswith("gadget")])
     ap.add_argument("--fig56-jobs", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
     args = ap.parse_args(argv)
@@ -257,13 +265,14 @@ def main(argv=None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     cluster = load_cluster(ROOT / "cluster_configs" / "gadget_fattree_50.yaml").build()
     q = args.quick
-    counts = [int(x) for x in args.counts.split(",")] if args.counts else ([200, 800] if q else [500, 1000, 2000, 3000, 4000])
-    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else ([1] if q else [1, 2, 3])
+    counts = [int(x) for x in args.counts.split(",")] if args.counts else ([200, 800] if q else [500, 1000, 2000, 4000])
+    seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [1]
     slots = args.slots if not q else min(args.slots, 60)
     skip = set(args.skip.split(",")) - {""}
-    empty = pd.DataFrame(columns=["jobs", "policy", "total_utility", "units", "gpus", "embedded_ratio", "solver", "ratio"])
+    empty = pd.DataFrame(columns=["jobs", "policy", "total_utility", "units", "gpus", "embedded_ratio",
+                                  "embedded_of_candidates", "solver", "ratio"])
     f4 = fig4(cluster, counts, seeds, slots, list(VARIANTS), out) if "4" not in skip else empty
-    n56 = args.fig56_jobs or (300 if q else 2000)
+    n56 = args.fig56_jobs or (300 if q else 1000)
     f5 = fig56(cluster, [1, 2, 3, 4] if not q else [1, 2], seeds, slots, n56, args.fig56_variant, "node", out) \
         if "5" not in skip else empty
     f6 = fig56(cluster, [0.25, 0.5, 1, 2, 4] if not q else [0.25, 1], seeds, slots, n56, args.fig56_variant, "edge",
