@@ -215,7 +215,7 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
          "## Fig. 4 — total utility vs number of jobs", "",
          "Paper: GADGET clearly above FIFO, DRF and LAS, the gap growing with the number of jobs (no numbers in "
          "the text).", ""]
-    m = f4.groupby(["jobs", "policy"])["total_utility"].mean().unstack()
+    m = f4.groupby(["jobs", "policy"])["total_utility"].mean().unstack() if len(f4) else pd.DataFrame()
     cols = [c for c in VARIANTS if c in m.columns]
     L.append("| jobs | " + " | ".join(cols) + " | best GADGET / best baseline |")
     L.append("|---" * (len(cols) + 2) + "|")
@@ -237,8 +237,8 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
           "Paper: 60%–80% of the Gurobi optimum.", "",
           "| active jobs | " + " | ".join(sorted(f7["solver"].unique())) + " |",
           "|---" * (1 + f7["solver"].nunique()) + "|"]
-    m7 = f7.groupby(["jobs", "solver"])["ratio"].agg(["mean", "min"]).unstack()
-    for n in sorted(f7["jobs"].unique()):
+    m7 = f7.groupby(["jobs", "solver"])["ratio"].agg(["mean", "min"]).unstack() if len(f7) else None
+    for n in (sorted(f7["jobs"].unique()) if len(f7) else []):
         L.append(f"| {n} | " + " | ".join(f"{m7.loc[n, ('mean', s)]:.3f} (min {m7.loc[n, ('min', s)]:.3f})"
                                           for s in sorted(f7["solver"].unique())) + " |")
     allm = f7.groupby("solver")["ratio"].mean()
@@ -258,6 +258,7 @@ def main(argv=None) -> None:
     ap.add_argument("--seeds", default=None, help="seeds, e.g. 1,2,3")
     ap.add_argument("--fig56-variant", default="gadget-env", choices=[v for v in VARIANTS if v.startswith("gadget")])
     ap.add_argument("--fig56-jobs", type=int, default=None)
+    ap.add_argument("--variants", default=None, help="Fig. 4 policies, e.g. gadget,gadget-env,fifo-ring,drf,las")
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -269,16 +270,26 @@ def main(argv=None) -> None:
     seeds = [int(x) for x in args.seeds.split(",")] if args.seeds else [1]
     slots = args.slots if not q else min(args.slots, 60)
     skip = set(args.skip.split(",")) - {""}
+    variants = args.variants.split(",") if args.variants else list(VARIANTS)
+    for v in variants:
+        if v not in VARIANTS:
+            raise SystemExit(f"--variants: unknown {v!r} (known: {', '.join(VARIANTS)})")
     empty = pd.DataFrame(columns=["jobs", "policy", "total_utility", "units", "gpus", "embedded_ratio",
                                   "embedded_of_candidates", "solver", "ratio"])
-    f4 = fig4(cluster, counts, seeds, slots, list(VARIANTS), out) if "4" not in skip else empty
-    n56 = args.fig56_jobs or (300 if q else 1000)
-    f5 = fig56(cluster, [1, 2, 3, 4] if not q else [1, 2], seeds, slots, n56, args.fig56_variant, "node", out) \
-        if "5" not in skip else empty
-    f6 = fig56(cluster, [0.25, 0.5, 1, 2, 4] if not q else [0.25, 1], seeds, slots, n56, args.fig56_variant, "edge",
-               out) if "6" not in skip else empty
-    f7 = fig7([4, 8, 16] if q else [4, 8, 12, 16, 24], 2 if q else 8, 30.0, out, cluster) if "7" not in skip else empty
-    report(out, f4, f5, f6, f7, args)
+    f4 = f5 = f6 = f7 = empty
+    if "7" not in skip:  # cheapest first; the report is rewritten after every figure
+        f7 = fig7([4, 8, 16] if q else [4, 8, 12, 16, 24], 2 if q else 6, 30.0, out, cluster)
+        report(out, f4, f5, f6, f7, args)
+    if "4" not in skip:
+        f4 = fig4(cluster, counts, seeds, slots, variants, out)
+        report(out, f4, f5, f6, f7, args)
+    n56 = args.fig56_jobs or (300 if q else 500)
+    if "5" not in skip:
+        f5 = fig56(cluster, [1, 2] if q else [1, 2, 4], seeds, slots, n56, args.fig56_variant, "node", out)
+        report(out, f4, f5, f6, f7, args)
+    if "6" not in skip:
+        f6 = fig56(cluster, [0.25, 1] if q else [0.1, 0.25, 1, 4], seeds, slots, n56, args.fig56_variant, "edge", out)
+        report(out, f4, f5, f6, f7, args)
     print(f"wrote {out}/report.md")
 
 

@@ -472,15 +472,16 @@ def lp_relaxation(jobs: list[SlotJob], sub: Substrate) -> tuple[float, list[np.n
 
 
 def _lp(cols: _Cols, rows: _Rows):
+    """Solve max c x s.t. lo <= A x <= hi, bounds, with HiGHS (linprog)."""
     A = rows.matrix(cols.n)
-    lo, hi = np.asarray(rows.lo), np.asarray(rows.hi)
+    lo, hi = np.asarray(rows.lo, dtype=float), np.asarray(rows.hi, dtype=float)
     eq = lo == hi
-    ub_rows = ~eq
-    A_ub = A[ub_rows] if ub_rows.any() else None
-    A_eq = A[eq] if eq.any() else None
-    # all inequality rows here are of the form a x <= hi
-    res = linprog(-np.asarray(cols.c), A_ub=A_ub, b_ub=hi[ub_rows] if ub_rows.any() else None,
-                  A_eq=A_eq, b_eq=hi[eq] if eq.any() else None,
+    up = ~eq & np.isfinite(hi)
+    dn = ~eq & np.isfinite(lo)
+    A_ub = sp.vstack([A[up], -A[dn]]).tocsr() if (up.any() or dn.any()) else None
+    b_ub = np.r_[hi[up], -lo[dn]] if A_ub is not None else None
+    res = linprog(-np.asarray(cols.c), A_ub=A_ub, b_ub=b_ub,
+                  A_eq=A[eq] if eq.any() else None, b_eq=hi[eq] if eq.any() else None,
                   bounds=np.c_[cols.lb, cols.ub], method="highs")
     if res.status != 0:
         raise RuntimeError(f"G-VNE LP failed: {res.message}")
@@ -559,14 +560,7 @@ def augmented_lp(jobs: list[SlotJob], kappa: dict[int, int], sub: Substrate):
             rows.add(cc, cf, -np.inf, _nic(sub, u))
     if cols.n == 0:
         return 0.0, {}
-    # e_iu sums: rows with lo=0, hi=inf need flipping for linprog's A_ub form
-    rows2 = _Rows()
-    for r, c, v, lo, hi in zip(rows.r, rows.cidx, rows.v, rows.lo, rows.hi):
-        if lo == 0.0 and hi == np.inf:
-            rows2.add(c, -v, -np.inf, 0.0)
-        else:
-            rows2.add(c, v, lo, hi)
-    res = _lp(cols, rows2)
+    res = _lp(cols, rows)
     x = res.x
     out = {}
     for jid, (single, s, multi, m, w, e) in parts.items():
