@@ -149,8 +149,13 @@ def fig56(cluster, units, seeds, slots, n_jobs, variant, which: str, out: Path) 
     return df
 
 
-def small_slot(cluster: Cluster, n_jobs: int, seed: int) -> tuple[Cluster, list[SlotJob]]:
-    """A 12-server part of the cluster and n_jobs active jobs with random progress (raw sigmoid pi)."""
+def small_slot(cluster: Cluster, n_jobs: int, seed: int, family: str = "sigmoid") -> tuple[Cluster, list[SlotJob]]:
+    """A 12-server part of the cluster and n_jobs active jobs with random progress.
+
+    ``family``: ``sigmoid`` — pi from the raw sigmoid (most jobs far from lambda3 have pi ~ 0, so
+    few jobs compete); ``envelope`` — pi from its concave envelope (every job has value per worker,
+    so the slot is capacity-bound).
+    """
     keep = list(range(12))
     racks_used = sorted({cluster.servers[m].rack for m in keep})
     servers = tuple(dataclasses.replace(cluster.servers[m], server_id=i) for i, m in enumerate(keep))
@@ -166,30 +171,34 @@ def small_slot(cluster: Cluster, n_jobs: int, seed: int) -> tuple[Cluster, list[
         q = min(int(j.extra["N"]), max(1, math.floor(budget - z + 1e-9)))
         x = u.zeta * z
         k = np.arange(1, q + 1)
-        pi = np.maximum(np.atleast_1d(u.mu(np.minimum(x + u.zeta * k, u.budget))) - u.mu(x), 0.0)
+        mu = u.mu_envelope if family == "envelope" else u.mu
+        pi = np.maximum(np.atleast_1d(mu(np.minimum(x + u.zeta * k, u.budget))) - mu(x), 0.0)
         out.append(SlotJob(j.job_id, tuple(float(p) for p in pi), j.extra["b_bps"], j.extra["mem_gb"]))
     return c, out
 
 
 def fig7(sizes, instances, time_limit, out: Path, cluster: Cluster) -> pd.DataFrame:
     rows = []
-    for n in sizes:
-        for s in range(instances):
-            c, jobs = small_slot(cluster, n, s)
-            sub = Substrate.full(c)
-            ex = solve_exact(jobs, sub, time_limit=time_limit)
-            if ex.utility <= 1e-9:
-                continue
-            sols = {"lp_rs_mde": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), fill=False),
-                    "lp_rs_mde+fill": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), fill=True),
-                    "greedy": solve_greedy(jobs, sub)}
-            for name, sol in sols.items():
-                validate_embeddings(sol.embeddings.values(), sub)
-                rows.append(dict(jobs=n, instance=s, solver=name, utility=sol.utility, optimum=ex.utility,
-                                 ratio=sol.utility / ex.utility, exact_proven=ex.optimal,
-                                 lp_bound=sols["lp_rs_mde"].lp_bound, fallback=sol.fallback))
-            print(f"fig7 jobs={n} inst={s} " + " ".join(f"{k}={v.utility / ex.utility:.3f}" for k, v in sols.items())
-                  + f" (exact {ex.wall_s:.1f}s, proven={ex.optimal})", flush=True)
+    for family in ("sigmoid", "envelope"):
+        for n in sizes:
+            for s in range(instances):
+                c, jobs = small_slot(cluster, n, s, family)
+                sub = Substrate.full(c)
+                ex = solve_exact(jobs, sub, time_limit=time_limit)
+                if ex.utility <= 1e-9:
+                    continue
+                sols = {"lp_rs_mde": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), fill=False),
+                        "lp_rs_mde+fill": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), fill=True),
+                        "greedy": solve_greedy(jobs, sub)}
+                for name, sol in sols.items():
+                    validate_embeddings(sol.embeddings.values(), sub)
+                    rows.append(dict(family=family, jobs=n, instance=s, solver=f"{name} [{family}]",
+                                     utility=sol.utility, optimum=ex.utility, ratio=sol.utility / ex.utility,
+                                     exact_proven=ex.optimal, lp_bound=sols["lp_rs_mde"].lp_bound,
+                                     fallback=sol.fallback))
+                print(f"fig7 {family} jobs={n} inst={s} "
+                      + " ".join(f"{k}={v.utility / ex.utility:.3f}" for k, v in sols.items())
+                      + f" (exact {ex.wall_s:.1f}s, proven={ex.optimal})", flush=True)
     df = pd.DataFrame(rows)
     df.to_csv(out / "fig7_ratio.csv", index=False)
     m = df.groupby(["jobs", "solver"])["ratio"].mean().unstack()
@@ -259,6 +268,7 @@ def main(argv=None) -> None:
     ap.add_argument("--fig56-variant", default="gadget-env", choices=[v for v in VARIANTS if v.startswith("gadget")])
     ap.add_argument("--fig56-jobs", type=int, default=None)
     ap.add_argument("--variants", default=None, help="Fig. 4 policies, e.g. gadget,gadget-env,fifo-ring,drf,las")
+    ap.add_argument("--fig7-instances", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -278,7 +288,7 @@ def main(argv=None) -> None:
                                   "embedded_of_candidates", "solver", "ratio"])
     f4 = f5 = f6 = f7 = empty
     if "7" not in skip:  # cheapest first; the report is rewritten after every figure
-        f7 = fig7([4, 8, 16] if q else [4, 8, 12, 16, 24], 2 if q else 6, 30.0, out, cluster)
+        f7 = fig7([4, 8, 16] if q else [4, 8, 12, 16, 24], args.fig7_instances or (2 if q else 6), 30.0, out, cluster)
         report(out, f4, f5, f6, f7, args)
     if "4" not in skip:
         f4 = fig4(cluster, counts, seeds, slots, variants, out)
