@@ -142,3 +142,32 @@ def test_lp_rs_mde_on_partly_used_substrate():
     sol = solve_lp_rs_mde(jobs, sub, np.random.default_rng(0))
     validate_embeddings(sol.embeddings.values(), sub)
     validate_embeddings([pre, *sol.embeddings.values()], Substrate.full(c))
+
+
+def test_lp_rs_mde_without_fill_keeps_a_third_on_average():
+    """Theorem 8: LP-RS-MDE keeps >= 1/3 of the optimum of (12) (in expectation; here averaged)."""
+    rng = np.random.default_rng(21)
+    ratios = []
+    for t in range(10):
+        c = rand_cluster(rng, M=6, R=2)
+        sub = Substrate.full(c)
+        jobs = rand_jobs(rng, 5)
+        opt = solve_exact(jobs, sub).utility
+        sol = solve_lp_rs_mde(jobs, sub, np.random.default_rng(t), u_b=20, fill=False)
+        ratios.append(sol.utility / opt)
+    assert np.mean(ratios) >= 1 / 3
+
+
+def test_augmented_lp_relaxes_the_exact_embedding():
+    """With the exact optimum's ring sizes fixed, the augmented LP (Alg. 2 line 4) is a relaxation."""
+    from raytestbed.placement.gvne import augmented_lp
+
+    rng = np.random.default_rng(9)
+    for _ in range(8):
+        c = rand_cluster(rng, M=6, R=2)
+        sub = Substrate.full(c)
+        jobs = rand_jobs(rng, 5)
+        opt = solve_exact(jobs, sub)
+        kappa = {jid: e.workers for jid, e in opt.embeddings.items()}
+        val, _ = augmented_lp(jobs, kappa, sub)
+        assert val >= opt.utility - 1e-6

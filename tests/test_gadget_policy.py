@@ -4,6 +4,7 @@ budgets never exceeded, elastic resizing, fixed worker counts for the baselines.
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from raytestbed.core.cluster import Cluster, Rack, Server
@@ -119,3 +120,15 @@ def test_utility_increments_and_errors():
         JobUtility("cubic", 1, 1)
     with pytest.raises(ConfigError):
         jobs_for(small_cluster(), budget_mode="weird")
+
+
+def test_sigmoid_envelope_is_concave_majorant():
+    u = JobUtility("sigmoid", zeta=100, budget=3000, lambda1=50, lambda2=0.5, lambda3=1500)
+    x = np.linspace(0, 3000, 3001)
+    env, mu = u.mu_envelope(x), u.mu(x)
+    assert (env >= mu - 1e-9).all()
+    assert (np.diff(env, 2) <= 1e-9).all()  # concave
+    assert env[-1] == pytest.approx(mu[-1])
+    # far below lambda3 the raw pi is ~0 but the envelope's is positive
+    assert u.increments(0, 2)[0] < 1e-100
+    assert u.mu_envelope(200.0) - u.mu_envelope(100.0) > 0.1

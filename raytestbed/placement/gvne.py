@@ -121,9 +121,11 @@ class _Cols:
     def add(self, k: int, lb=0.0, ub=1.0, c=0.0, integ=0) -> np.ndarray:
         idx = np.arange(self.n, self.n + k)
         self.n += k
-        self.lb.extend(np.broadcast_to(lb, (k,)).tolist())
-        self.ub.extend(np.broadcast_to(ub, (k,)).tolist())
-        self.c.extend(np.broadcast_to(c, (k,)).tolist())
+        for lst, val in ((self.lb, lb), (self.ub, ub), (self.c, c)):
+            if np.ndim(val) == 0:
+                lst.extend([float(val)] * k)
+            else:
+                lst.extend(np.asarray(val, dtype=float).tolist())
         self.integ.extend([integ] * k)
         return idx
 
@@ -140,13 +142,27 @@ class _Rows:
 
     def add(self, cols, coefs, lo=-np.inf, hi=np.inf) -> None:
         cols = np.asarray(cols, dtype=np.int64).ravel()
-        coefs = np.broadcast_to(np.asarray(coefs, dtype=float), cols.shape).ravel()
+        coefs = np.asarray(coefs, dtype=float).ravel()
+        if coefs.size != cols.size:
+            coefs = np.full(cols.size, float(coefs.ravel()[0]) if coefs.size else 0.0)
         k = len(self.lo)
-        self.r.append(np.full(cols.shape, k, dtype=np.int64))
+        self.r.append(np.full(cols.size, k, dtype=np.int64))
         self.cidx.append(cols)
         self.v.append(coefs)
         self.lo.append(lo)
         self.hi.append(hi)
+
+    def add_block(self, cols: np.ndarray, coefs: np.ndarray, lo: float, hi: float) -> None:
+        """Many rows at once: row k has columns ``cols[k]`` with coefficients ``coefs[k]``."""
+        cols = np.asarray(cols, dtype=np.int64)
+        coefs = np.broadcast_to(np.asarray(coefs, dtype=float), cols.shape)
+        n, w = cols.shape
+        k0 = len(self.lo)
+        self.r.append(np.repeat(np.arange(k0, k0 + n), w))
+        self.cidx.append(cols.ravel())
+        self.v.append(np.ascontiguousarray(coefs).ravel())
+        self.lo.extend([lo] * n)
+        self.hi.extend([hi] * n)
 
     def matrix(self, n: int) -> sp.csr_matrix:
         if not self.lo:
@@ -456,15 +472,16 @@ def lp_relaxation(jobs: list[SlotJob], sub: Substrate) -> tuple[float, list[np.n
 
 
 def _lp(cols: _Cols, rows: _Rows):
+    """Solve max c x s.t. lo <= A x <= hi, bounds, with HiGHS (linprog)."""
     A = rows.matrix(cols.n)
-    lo, hi = np.asarray(rows.lo), np.asarray(rows.hi)
+    lo, hi = np.asarray(rows.lo, dtype=float), np.asarray(rows.hi, dtype=float)
     eq = lo == hi
-    ub_rows = ~eq
-    A_ub = A[ub_rows] if ub_rows.any() else None
-    A_eq = A[eq] if eq.any() else None
-    # all inequality rows here are of the form a x <= hi
-    res = linprog(-np.asarray(cols.c), A_ub=A_ub, b_ub=hi[ub_rows] if ub_rows.any() else None,
-                  A_eq=A_eq, b_eq=hi[eq] if eq.any() else None,
+    up = ~eq & np.isfinite(hi)
+    dn = ~eq & np.isfinite(lo)
+    A_ub = sp.vstack([A[up], -A[dn]]).tocsr() if (up.any() or dn.any()) else None
+    b_ub = np.r_[hi[up], -lo[dn]] if A_ub is not None else None
+    res = linprog(-np.asarray(cols.c), A_ub=A_ub, b_ub=b_ub,
+                  A_eq=A[eq] if eq.any() else None, b_eq=hi[eq] if eq.any() else None,
                   bounds=np.c_[cols.lb, cols.ub], method="highs")
     if res.status != 0:
         raise RuntimeError(f"G-VNE LP failed: {res.message}")
@@ -519,9 +536,9 @@ def augmented_lp(jobs: list[SlotJob], kappa: dict[int, int], sub: Substrate):
             w = cols.add(multi.size, ub=np.inf)
             e = cols.add(multi.size)
             rows.add(np.r_[w, m], np.r_[np.ones(multi.size), -k], 0.0, 0.0)
+            rows.add_block(np.c_[w, e], np.c_[np.ones(multi.size), -np.minimum(k - 1, cap[multi])], -np.inf, 0.0)
+            rows.add_block(np.c_[e, np.full(multi.size, m[0])], np.array([1.0, -1.0]), -np.inf, 0.0)
             for q, u in enumerate(multi):
-                rows.add([w[q], e[q]], [1.0, -min(k - 1, cap[u])], -np.inf, 0.0)
-                rows.add([e[q], m[0]], [1.0, -1.0], -np.inf, 0.0)
                 gpu_terms[u].append((w[q], 1.0))
                 mem_terms[u].append((w[q], j.mem_gb))
                 nic_terms[u].append((e[q], j.b_bps))
@@ -543,14 +560,7 @@ def augmented_lp(jobs: list[SlotJob], kappa: dict[int, int], sub: Substrate):
             rows.add(cc, cf, -np.inf, _nic(sub, u))
     if cols.n == 0:
         return 0.0, {}
-    # e_iu sums: rows with lo=0, hi=inf need flipping for linprog's A_ub form
-    rows2 = _Rows()
-    for r, c, v, lo, hi in zip(rows.r, rows.cidx, rows.v, rows.lo, rows.hi):
-        if lo == 0.0 and hi == np.inf:
-            rows2.add(c, -v, -np.inf, 0.0)
-        else:
-            rows2.add(c, v, lo, hi)
-    res = _lp(cols, rows2)
+    res = _lp(cols, rows)
     x = res.x
     out = {}
     for jid, (single, s, multi, m, w, e) in parts.items():

@@ -66,11 +66,15 @@ class RingEmbedding:
         return [(ids[k], ids[(k + 1) % len(ids)]) for k in range(len(ids))]
 
     def link_use(self, cluster: Cluster) -> Counter:
-        """Link id -> bytes/s this embedding reserves (b_i per hop crossing the link)."""
+        """Link id -> bytes/s this embedding reserves (b_i per hop crossing the link); do not modify."""
+        memo = self.__dict__.get("_link_use")
+        if memo is not None and memo[0] is cluster:
+            return memo[1]
         use: Counter = Counter()
         for s, d in self.hops():
             for link in cluster.path(s, d):
                 use[link] += self.b_bps
+        object.__setattr__(self, "_link_use", (cluster, use))
         return use
 
 

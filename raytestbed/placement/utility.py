@@ -12,10 +12,18 @@ i.e. its (worker-)iterations:
 
 ``pi_{i,kappa} = mu_i(x + zeta_i kappa) - mu_i(x)`` (gadget.md GD-1), a constant per
 (job, ring size), which keeps the per-slot ILP (12) linear for any mu.
+
+``envelope=True`` (impl., not in the paper) makes the greedy use the *least concave
+majorant* of the sigmoid instead: the tangent line from (0, mu(0)) to the sigmoid,
+touching it at x* > lambda3, then the sigmoid. It is concave (the assumption of
+Lemma 5 / Thm 6 that the sigmoid breaks, gadget.md GD-4) and gives a job far below
+lambda3 a positive pi (its utility per iteration) where the raw sigmoid's pi
+underflows to 0. Scores are always computed with the true mu.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,6 +56,37 @@ class JobUtility:
         if self.kind not in UTILITIES:
             raise ValueError(f"unknown utility {self.kind!r} (known: {', '.join(UTILITIES)})")
 
+    def tangent_point(self) -> float | None:
+        """x* where the line from (0, mu(0)) touches the sigmoid (None: no convex part to bridge)."""
+        return _tangent(self)
+
+    def _tangent_point(self) -> float | None:
+        if self.kind != "sigmoid":
+            return None
+        mu0 = float(self.mu(0.0))
+
+        def g(x: float) -> float:
+            s = expit(self.lambda2 * (x - self.lambda3))
+            return self.lambda1 * self.lambda2 * s * (1 - s) * x - (self.lambda1 * s - mu0)
+
+        lo, hi = max(self.lambda3, 1e-9), self.lambda3 + 80.0 / self.lambda2
+        if g(lo) <= 0:
+            return None
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            lo, hi = (mid, hi) if g(mid) > 0 else (lo, mid)
+        return 0.5 * (lo + hi)
+
+    def mu_envelope(self, progress) -> np.ndarray | float:
+        """Least concave majorant of mu (equal to mu for the concave utilities)."""
+        xs = self.tangent_point()
+        if xs is None:
+            return self.mu(progress)
+        x = np.asarray(progress, dtype=float)
+        mu0, mus = float(self.mu(0.0)), float(self.mu(xs))
+        out = np.where(x < xs, mu0 + (mus - mu0) * x / xs, self.mu(x))
+        return float(out) if out.ndim == 0 else out
+
     def mu(self, progress) -> np.ndarray | float:
         """mu_i at progress x (iterations; worker-slots for ``log``), vectorised."""
         x = np.asarray(progress, dtype=float)
@@ -68,6 +107,11 @@ class JobUtility:
         k = np.arange(1, q + 1)
         pi = np.asarray(self.mu(x + self.zeta * k)) - self.mu(x)
         return tuple(float(max(p, 0.0)) for p in np.atleast_1d(pi))
+
+
+@functools.lru_cache(maxsize=65536)
+def _tangent(u: JobUtility) -> float | None:
+    return u._tangent_point()
 
 
 def job_utility(job, kind: str = "sigmoid", energy_weight: float = 0.5) -> JobUtility:

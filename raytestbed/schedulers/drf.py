@@ -40,9 +40,10 @@ class DrfPolicy(SlottedRingPolicy):
 
     def dominant_share(self, job: Job, view: ClusterView) -> float:
         c = view.cluster
-        gpus = float(c.total_gpus)
-        mem = float(sum(s.memory_gb for s in c.servers))
-        nic = float(sum(min(s.nic_egress_bps, s.nic_ingress_bps) for s in c.servers))
+        if getattr(self, "_totals", (None,))[0] is not c:
+            self._totals = (c, float(c.total_gpus), float(sum(s.memory_gb for s in c.servers)),
+                            float(sum(min(s.nic_egress_bps, s.nic_ingress_bps) for s in c.servers)))
+        _, gpus, mem, nic = self._totals
         n = drf_workers(job)
         shares = [n / gpus]
         if mem > 0:

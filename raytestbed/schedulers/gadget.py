@@ -24,7 +24,9 @@ Every slot t (a Tick every ``slot_s`` seconds):
 pi_{i,kappa}: with a step-like sigmoid, pi underflows to exactly 0 for jobs far below
 lambda3, and the LP would leave GPUs idle rather than give them to such jobs; a
 tiny positive value makes the slot problem work-conserving without changing the
-order among jobs whose pi are larger. ``max_jobs`` (default 0 = all) bounds the
+order among jobs whose pi are larger. ``envelope`` (default off) computes pi from the
+least concave majorant of the sigmoid (:class:`~raytestbed.placement.utility.JobUtility`),
+restoring the concavity the analysis assumes. ``max_jobs`` (default 0 = all) bounds the
 jobs handed to the solver per slot to those with the largest pi/kappa.
 """
 
@@ -56,7 +58,8 @@ class GadgetPolicy(SlottedRingPolicy):
 
     def __init__(self, seed: int = 0, slot_s: float = 60.0, mode: str = "lp_rs_mde", utility: str = "sigmoid",
                  u_b: int = 50, samples: int = 20, fill: bool = True, tie_break: float = 0.0,
-                 max_jobs: int = 0, energy_weight: float = 0.5, exact_time_limit_s: float = 10.0) -> None:
+                 max_jobs: int = 0, energy_weight: float = 0.5, exact_time_limit_s: float = 10.0,
+                 envelope: bool = False) -> None:
         super().__init__(seed, slot_s)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -73,12 +76,13 @@ class GadgetPolicy(SlottedRingPolicy):
         self.max_jobs = int(max_jobs)
         self.energy_weight = float(energy_weight)
         self.exact_time_limit_s = float(exact_time_limit_s)
+        self.envelope = bool(envelope)
         self.rng = np.random.default_rng(seed)
         self._util: dict[int, JobUtility] = {}
 
     def params(self) -> dict[str, Any]:
         return {"slot_s": self.slot_s, "mode": self.mode, "utility": self.utility, "u_b": self.u_b,
-                "samples": self.samples, "fill": self.fill, "tie_break": self.tie_break, "max_jobs": self.max_jobs}
+                "samples": self.samples, "fill": self.fill, "tie_break": self.tie_break, "max_jobs": self.max_jobs, "envelope": self.envelope}
 
     def on_arrival(self, job: Job, view: ClusterView) -> None:
         missing = [k for k in ("zeta", "F", "b_bps") if k not in job.extra]
@@ -106,7 +110,8 @@ class GadgetPolicy(SlottedRingPolicy):
             u = self._util[jid]
             x = u.zeta * z
             k = np.arange(1, q + 1)
-            pi = np.maximum(np.asarray(u.mu(np.minimum(x + u.zeta * k, u.budget))) - u.mu(x), 0.0)
+            mu = u.mu_envelope if self.envelope else u.mu
+            pi = np.maximum(np.asarray(mu(np.minimum(x + u.zeta * k, u.budget))) - mu(x), 0.0)
             pi = np.atleast_1d(pi) + self.tie_break * k
             out.append(SlotJob(jid, tuple(float(p) for p in pi), job_b(job), job_mem(job)))
         return out
