@@ -4,7 +4,10 @@ Jobs start strictly in arrival order: while the head of the queue does not fit
 in the free GPUs, nothing behind it starts. Placement is first-fit: the
 lowest-id server that can hold the whole job; otherwise free GPUs are taken from
 servers in id order. Parameter-server tasks go on random distinct servers
-(seeded), as in Parrot's setup (parrot.md §6.1).
+(seeded), as in Parrot's setup (parrot.md §6.1). With ``spread: random`` every
+replica goes on its own server chosen at random among servers with a free GPU
+(Parrot §6.1: "each PS or worker ... placed at random", spec PR-8: distinct
+servers per job); if too few servers have a free GPU, first fit is used.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from collections import deque
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView, FreePool
+from raytestbed.errors import PolicyError
 from raytestbed.schedulers.base import (
     Decision,
     Event,
@@ -62,6 +66,14 @@ def random_ps_servers(job: Job, used: list[int], num_servers: int, rng: random.R
     return rng.sample(pool, job.num_ps)
 
 
+def random_spread(job: Job, pool: FreePool, rng: random.Random) -> list[tuple[int, list[int]]] | None:
+    """One GPU on each of ``job.gpus`` distinct random servers; None if fewer servers have a free GPU."""
+    candidates = [int(m) for m in pool.free_count.nonzero()[0]]
+    if len(candidates) < job.gpus:
+        return None
+    return [(m, pool.take(m, 1)) for m in sorted(rng.sample(candidates, job.gpus))]
+
+
 @register_policy
 class FifoPolicy(Policy):
     """First-come first-served, first-fit, gang, non-preemptive."""
@@ -70,8 +82,11 @@ class FifoPolicy(Policy):
     description = "first-come first-served, first-fit GPU placement, gang, non-preemptive"
     role = "placement"
 
-    def __init__(self, seed: int = 0) -> None:
+    def __init__(self, seed: int = 0, spread: str = "first_fit") -> None:
         super().__init__(seed)
+        if spread not in ("first_fit", "random"):
+            raise PolicyError(f"fifo: spread must be 'first_fit' or 'random', got {spread!r}")
+        self.spread = spread
         self._queue: deque[tuple[float, int]] = deque()  # (arrival, job id), sorted
         self._rng = random.Random(seed)
 
@@ -85,7 +100,9 @@ class FifoPolicy(Policy):
         pool = FreePool(view)
         while self._queue:
             job = view.pending[self._queue[0][1]]
-            chosen = first_fit(job, pool)
+            chosen = random_spread(job, pool, self._rng) if self.spread == "random" else None
+            if chosen is None:
+                chosen = first_fit(job, pool)
             if chosen is None:
                 break
             self._queue.popleft()

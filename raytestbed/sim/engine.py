@@ -193,6 +193,7 @@ class Simulator:
         self._rates: dict[tuple, float] = {}
         self._rate_override: dict[tuple, float] = {}
         self._job_weight: dict[int, float] = {}
+        self._caps: dict | None = None
         self._egress = {s.server_id: s.nic_egress_bps for s in cluster.servers}
         self._ingress = {s.server_id: s.nic_ingress_bps for s in cluster.servers}
         self._net_version = 0
@@ -626,23 +627,30 @@ class Simulator:
 
     def _rates_with_override(self) -> dict:
         """Policy-set rates for some flows; max-min on the residual capacity for the rest."""
-        caps = self.cluster.link_capacities()
-        residual = dict(caps)
+        caps = self._caps
+        if caps is None:
+            caps = self._caps = self.cluster.link_capacities()
+        path = self.cluster.path
+        residual: dict = {}
         for fid, r in self._rate_override.items():
-            jid = self._flow_owner[fid]
-            src, dst = self._flow_endpoints(fid)
-            for link in self.cluster.path(src, dst):
-                residual[link] -= r
-        for link, left in residual.items():
-            if left < -1e-9 * caps[link]:
+            if r:
+                for link in path(*self._flow_endpoints(fid)):
+                    residual[link] = residual.get(link, 0.0) + r
+        for link, used in residual.items():
+            if used - caps[link] > 1e-9 * caps[link]:
                 raise PolicyError(f"network policy rates exceed capacity of link {link}")
-        tmp = RateAllocator({k: max(v, 1e-9 * caps[k]) for k, v in residual.items()})
         out = dict(self._rate_override)
-        for fid, jid in self._flow_owner.items():
-            if fid in self._rate_override:
-                continue
-            src, dst = self._flow_endpoints(fid)
-            links = self.cluster.path(src, dst)
+        rest = [(fid, jid) for fid, jid in self._flow_owner.items() if fid not in self._rate_override]
+        if not rest:
+            return out
+        tmp = RateAllocator()
+        added: set = set()
+        for fid, jid in rest:
+            links = path(*self._flow_endpoints(fid))
+            for link in links:
+                if link not in added:
+                    added.add(link)
+                    tmp.add_link(link, max(caps[link] - residual.get(link, 0.0), 1e-9 * caps[link]))
             tmp.add_flow(fid, links, weight=self._job_weight.get(jid, 1.0),
                          cap=self.cluster.intra_bps if not links else math.inf)
         out.update(tmp.rates())
