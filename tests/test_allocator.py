@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
@@ -210,16 +209,22 @@ def test_symmetric_ties_saturate_together() -> None:
     assert all(r == approx(10.0 / 7.0) for r in a.rates().values())
 
 
-def test_speed_1600_flows_400_links() -> None:
+def test_1600_flows_400_links_stay_within_capacity_after_weight_changes() -> None:
+    """A large instance (timing lives in scripts/bench_sim.py, not here): rates stay feasible."""
     rng = np.random.default_rng(7)
-    a = RateAllocator({l: float(rng.uniform(1e9, 1e10)) for l in range(400)})
+    cap = {l: float(rng.uniform(1e9, 1e10)) for l in range(400)}
+    a = RateAllocator(cap)
+    links_of = {}
     for f in range(1600):
-        links = rng.choice(400, size=int(rng.integers(1, 5)), replace=False).tolist()
-        a.add_flow(f, links, weight=float(rng.uniform(0.5, 2.0)))
+        links_of[f] = rng.choice(400, size=int(rng.integers(1, 5)), replace=False).tolist()
+        a.add_flow(f, links_of[f], weight=float(rng.uniform(0.5, 2.0)))
     a.rates()
-    start = time.perf_counter()
     for i in range(5):
         a.set_weight(i, 1.0 + i)
-        a.rates()
-    per_call = (time.perf_counter() - start) / 5
-    assert per_call < 0.05  # typically ~2 ms; loose bound for a loaded machine
+        rates = a.rates()
+    load = dict.fromkeys(cap, 0.0)
+    for f, links in links_of.items():
+        assert rates[f] > 0
+        for l in links:
+            load[l] += rates[f]
+    assert all(load[l] <= cap[l] * (1 + 1e-9) for l in cap)

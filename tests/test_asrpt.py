@@ -240,3 +240,48 @@ def test_baseline_orders():
     assert orders["wcs-subtime"] == [0, 1, 2, 3]
     assert orders["wcs-duration"] == [0, 3, 1, 2]
     assert orders["wcs-workload"] == [0, 2, 3, 1]
+
+
+# ------------------------------------------------------- measured-alpha calibration
+def test_calibration_scales_new_arrivals_by_measured_over_modelled_ratio():
+    from raytestbed.schedulers.asrpt import AlphaCalibration
+
+    cal = AlphaCalibration()
+    a, b = plain(0, 0.0, 2, 10), plain(1, 0.0, 2, 10)
+    a.model, b.model = "m", "other"  # type: ignore[misc]
+    assert cal.factor(a) == 1.0  # nothing measured yet
+    cal.started(a, 2.0)
+    for s in (5.0, 6.0, 7.0):  # ratios 2.5, 3, 3.5 -> median 3
+        cal.measured(0, s)
+    assert cal.factor(a) == pytest.approx(3.0)
+    assert cal.factor(b) == pytest.approx(3.0)  # no job of model "other": all jobs' median
+    cal.ended(0)
+    assert cal.factor(a) == pytest.approx(3.0)  # finished jobs keep informing the estimate
+
+
+def test_calibration_is_neutral_in_the_analytic_simulator():
+    """There measured time == eq. (7) alpha, so calibrate on/off give the same schedule."""
+    c = small_cluster(servers=2, gpus=4)
+    jobs = [heavy(0, 0.0, 4, 30), plain(1, 1.0, 2, 8), heavy(2, 2.0, 6, 5), plain(3, 3.0, 1, 40)]
+    on, off = make_policy("asrpt-perfect"), make_policy("asrpt-perfect", calibrate=False)
+    r_on, r_off = run(on, jobs, c), run(off, jobs, c)
+    assert on.order == off.order
+    assert [r_on[j].finish_s for j in range(4)] == pytest.approx([r_off[j].finish_s for j in range(4)])
+    assert on.calibration.factor(jobs[0]) == pytest.approx(1.0)
+
+
+def test_calibrated_arrival_gets_a_larger_virtual_size_and_window():
+    from raytestbed.schedulers.asrpt import AlphaCalibration
+
+    c = small_cluster(servers=2, gpus=4)
+    pol = make_policy("asrpt-perfect")
+    run(pol, [plain(0, 0.0, 1, 1)], c)  # initialises the estimator (and records ratio 1 for job 0)
+    pol.calibration = AlphaCalibration()  # start the measurements afresh
+    first = plain(1, 0.0, 2, 10)
+    pol.calibration.started(first, 1.0)
+    pol.calibration.measured(1, 4.0)  # the backend runs 4x slower than eq. (7)
+    job = heavy(2, 5.0, 6, 10)
+    base_min, _ = pol._est.bounds(job)
+    pol._arrive(job, 5.0)
+    assert pol._info[2].a_min == pytest.approx(4.0 * base_min)
+    assert pol._info[2].p_virt == pytest.approx(6 / 8 * 10 * 4.0 * base_min)

@@ -30,6 +30,16 @@ parked, the queue goes on; parked jobs are re-evaluated first at every event, an
 once their window has ended they start as soon as they fit, ahead of the queue).
 
 The job then runs with its *true* n_i; predictions only set the order and delay.
+
+Measured iteration times (``calibrate``, default on): every ``IterationMeasured``
+event of a running job gives the ratio of its measured per-iteration time to the
+eq. (7) alpha of the placement A-SRPT chose for it (:class:`AlphaCalibration`). A
+new arrival's alpha~min and alpha^max (hence its virtual size and delay window) are
+multiplied by the median ratio of recent jobs of the same model (of all recent jobs
+when none had that model). This is how the emulator's measurements (pipeline fill,
+Ray messaging, host load) reach the policy; in the analytic simulator the measured
+time *is* eq. (7), the ratio is 1 and nothing changes. Virtual sizes of jobs that
+already arrived are not revised (the SRPT instance stays one fixed instance).
 Predictors: :mod:`raytestbed.predict.iterations`, refitted online from
 ``JobFinished`` every ``retrain_every`` completions (``history`` rows, if given,
 are fitted before the first job).
@@ -38,10 +48,12 @@ are fitted before the first job).
 from __future__ import annotations
 
 import heapq
+import math
 import random
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import median
 from typing import Any
 
 from raytestbed.core.job import CommPattern, Job
@@ -52,6 +64,7 @@ from raytestbed.predict.iterations import PREDICTORS, OnlinePredictor
 from raytestbed.schedulers.base import (
     Decision,
     Event,
+    IterationMeasured,
     JobArrived,
     JobFailed,
     JobFinished,
@@ -108,6 +121,50 @@ class VirtualSrpt:
         return self.now + self._heap[0][0] if self._heap else None
 
 
+class AlphaCalibration:
+    """Measured / modelled per-iteration time ratios, per model name (dimensionless).
+
+    Args:
+        window: how many recent jobs per model (and overall) the median is taken over.
+    """
+
+    def __init__(self, window: int = 32) -> None:
+        self.window = window
+        self._modelled: dict[int, tuple[str, float]] = {}  # running job -> (model, eq. 7 alpha, s)
+        self._live: dict[int, deque[float]] = {}  # running job -> its recent ratios
+        self._done: dict[str, deque[float]] = {}  # model -> ratios of finished jobs
+        self._done_all: deque[float] = deque(maxlen=window)
+
+    def started(self, job: Job, alpha_s: float) -> None:
+        """``job`` started on a placement whose eq. (7) time is ``alpha_s`` seconds."""
+        if alpha_s > 0:
+            self._modelled[job.job_id] = (job.model, alpha_s)
+            self._live[job.job_id] = deque(maxlen=16)
+
+    def measured(self, job_id: int, seconds: float) -> None:
+        """One measured iteration time of a running job, seconds."""
+        m = self._modelled.get(job_id)
+        if m is not None and seconds > 0 and math.isfinite(seconds):
+            self._live[job_id].append(seconds / m[1])
+
+    def ended(self, job_id: int) -> None:
+        """The job finished or failed: its median ratio joins the model's history."""
+        m = self._modelled.pop(job_id, None)
+        ratios = self._live.pop(job_id, None)
+        if m is not None and ratios:
+            r = median(ratios)
+            self._done.setdefault(m[0], deque(maxlen=self.window)).append(r)
+            self._done_all.append(r)
+
+    def factor(self, job: Job) -> float:
+        """Median ratio for ``job``'s model (1.0 before any measurement)."""
+        same = [median(r) for j, r in self._live.items() if r and self._modelled[j][0] == job.model]
+        same += list(self._done.get(job.model, ()))
+        if not same:
+            same = [median(r) for r in self._live.values() if r] + list(self._done_all)
+        return median(same) if same else 1.0
+
+
 @dataclass(slots=True)
 class _JobInfo:
     n_pred: int
@@ -136,6 +193,8 @@ class AsrptPolicy(Policy):
         tau: delay factor tau (spec default 1.0; the paper's testbed used 0).
         comm_heavy: COMM_HEAVY threshold (paper: 1.5).
         delay_mode: ``blocking`` (literal listing) or ``deferred``.
+        calibrate: scale new arrivals' alpha estimates by measured/modelled ratios
+            (:class:`AlphaCalibration`).
     """
 
     name = "asrpt"
@@ -145,7 +204,7 @@ class AsrptPolicy(Policy):
 
     def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int = 50,
                  history: Sequence[Sequence[Any]] = (), tau: float = 1.0, comm_heavy: float = 1.5,
-                 delay_mode: str = "blocking") -> None:
+                 delay_mode: str = "blocking", calibrate: bool = True) -> None:
         super().__init__(seed)
         where = f"policy_params.{self.name}"
         if self.fixed_predictor is not None:
@@ -167,6 +226,8 @@ class AsrptPolicy(Policy):
         self.tau = float(tau)
         self.comm_heavy = float(comm_heavy)
         self.delay_mode = delay_mode
+        self.calibrate = bool(calibrate)
+        self.calibration = AlphaCalibration()
         self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
                                          [(str(g), str(u), int(n)) for g, u, n in history])
         self._est: AsrptEstimator | None = None
@@ -185,7 +246,8 @@ class AsrptPolicy(Policy):
 
     def params(self) -> dict[str, Any]:
         return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every, "tau": self.tau,
-                "comm_heavy": self.comm_heavy, "delay_mode": self.delay_mode}
+                "comm_heavy": self.comm_heavy, "delay_mode": self.delay_mode,
+                "calibrate": self.calibrate}
 
     # ----------------------------------------------------------------- events
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
@@ -197,12 +259,17 @@ class AsrptPolicy(Policy):
             heapq.heappop(self._wakes)
         if isinstance(event, JobArrived):
             self._arrive(event.job, event.time)
+        elif isinstance(event, IterationMeasured):
+            self.calibration.measured(event.job_id, event.seconds)
+            return self._pending_wakes()  # nothing to place: availability did not change
         elif isinstance(event, JobFinished):
+            self.calibration.ended(event.job_id)
             job = self._jobs.pop(event.job_id, None)
             self._info.pop(event.job_id, None)
             if job is not None:
                 self.predictor.observe(job, event.iterations)
         elif isinstance(event, JobFailed):
+            self.calibration.ended(event.job_id)
             if event.job_id in self._info:
                 self._queue.appendleft(event.job_id)  # it had been scheduled: back to the head
         return self._schedule(view)
@@ -210,6 +277,9 @@ class AsrptPolicy(Policy):
     def _arrive(self, job: Job, t: float) -> None:
         est = self._est
         a_min, a_max = est.bounds(job)
+        if self.calibrate:
+            f = self.calibration.factor(job)
+            a_min, a_max = a_min * f, a_max * f
         n_pred = self.predictor.predict(job)
         info = _JobInfo(n_pred, a_min, a_max, a_max / a_min >= self.comm_heavy,
                         job.gpus / self._G * n_pred * a_min)
@@ -223,6 +293,7 @@ class AsrptPolicy(Policy):
         if job.comm is CommPattern.PS:
             ps = random_ps_servers(job, [m for m, _ in selection], self._est.cluster.num_servers, self._rng)
         placement = self._est.place(job, pool, selection, ps)
+        self.calibration.started(job, self._est.alpha(job, [c for _, c in selection]))
         self.order.append(job.job_id)
         return StartJob(job.job_id, placement)
 
