@@ -49,3 +49,12 @@ def test_analytic_vs_flow_timing_runs(tmp_path):
     res = parity(tmp_path / "analytic", tmp_path / "flow", limit=0.1)
     assert len(res["jobs"]) == 10
     assert res["ranking_agrees"]  # one policy: trivially the same ranking
+
+
+def test_rankings_agree_treats_ties_as_compatible():
+    from raytestbed.results.parity import rankings_agree
+
+    assert rankings_agree({"a": 1.0, "b": 2.0}, {"a": 5.0, "b": 9.0})
+    assert not rankings_agree({"a": 1.0, "b": 2.0}, {"a": 9.0, "b": 5.0})
+    assert rankings_agree({"a": 3.0, "b": 3.0, "c": 1.0}, {"a": 4.0, "b": 2.0, "c": 1.0})  # tie in a
+    assert not rankings_agree({"a": 3.0, "b": 3.0, "c": 1.0}, {"a": 4.0, "b": 2.0, "c": 3.0})  # c moved
