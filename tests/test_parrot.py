@@ -226,3 +226,28 @@ def test_vectorised_o3_matches_closed_form_and_highs_lp():
         assert expected[-1] == pytest.approx(lp_cct(fl, eg, ig), rel=1e-9)
     flows, _ = make_policy("parrot", "network").rates_for(st.view())
     assert o3_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
+
+
+def test_paper_wc_factor_idles_disjoint_ports():
+    """Why Parrot trails Aalo on ms60 (docs/reproductions.md, "Parrot"): Alg. 1 S8 shrinks every
+    non-inferred coflow to W/sum W of its O3 rate on *every* port, and the single S10 factor is set by
+    the inferred job's bottleneck, so jobs that share no port with it still run at 1/27 of line rate."""
+    n = 4
+    cl = Cluster(tuple(Server(i, 1, 1e9, 1e9) for i in range(2 * n)), intra_bps=1e12)
+    st = ClusterState(cl)
+    prof = (Stage(1, StageProfile(0.0, 0.0)),)
+    for k in range(n):  # job k: server k -> server n + k, no port in common with any other job
+        st.running[k] = RunningJob(Job(k, 0.0, 10, prof, CommPattern.RAR), Placement(((k,),)), 0.0, 0.0,
+                                   bytes_sent=1e8 * (k + 1), coflows_done=1)
+        st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0, (FlowInfo((k, 0, 0, 0), k, n + k, 5e8, 5e8),))
+    paper = make_policy("parrot", "network", fill_residual=False)
+    flows, rates = paper.rates_for(st.view())
+    assert paper.last_inferred == 0 and paper.last_theta == pytest.approx(0.9)
+    by_job = {fid[0]: r for fid, r in zip(flows.flow_ids, rates)}
+    assert by_job[0] == pytest.approx(1e9)  # inferred job: 0.9 share, phi = 1/0.9
+    for j in (1, 2, 3):  # W/sum W = 1/30, times phi = 1/0.9 -> 1/27 of an otherwise idle link
+        assert by_job[j] == pytest.approx(1e9 / 27)
+    flows, rates = make_policy("parrot", "network", fill_residual=True).rates_for(st.view())
+    assert np.allclose(rates, 1e9)  # the residual fill (extension) gives every job its idle link
+    flows, rates = make_policy("aalo", "network").rates_for(st.view())
+    assert np.allclose(rates, 1e9)
