@@ -87,9 +87,13 @@ def main() -> None:
     ap.add_argument("--gbps", type=float, default=10)
     ap.add_argument("--servers", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--cases", default="", help="comma list of case indices (default: all)")
     args = ap.parse_args()
     cases = [("parrot", {"fill_residual": False}), ("parrot", {"fill_residual": True}),
-             ("aalo", {}), ("lccf", {})]
+             ("parrot", {"fill_residual": True, "fill_order": "lpcas"}),
+             ("aalo", {"fill_residual": False}), ("aalo", {}), ("lccf", {})]
+    if args.cases:
+        cases = [cases[int(i)] for i in args.cases.split(",")]
     for scheme, params in cases:
         r = run(scheme, args, params)
         print("  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)

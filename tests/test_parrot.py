@@ -177,6 +177,10 @@ def test_work_conservation_leaves_no_spare_link_with_backlog(name):
             load = link_loads(flows, LinkIndex(cl), r2)
             assert np.all(load <= LinkIndex(cl).capacity * (1 + 1e-9))
             assert np.isclose(load / LinkIndex(cl).capacity, 1.0).any()
+            # LPCAS-ordered greedy residual fill: feasible, never below the paper rule's rates
+            flows, r3 = make_policy(name, "network", fill_order="lpcas").rates_for(st.view())
+            assert np.all(link_loads(flows, LinkIndex(cl), r3) <= LinkIndex(cl).capacity * (1 + 1e-9))
+            assert np.all(r3 >= r2 * (1 - 1e-12))
 
 
 def test_policies_registered_and_params_checked():
@@ -186,6 +190,8 @@ def test_policies_registered_and_params_checked():
     from raytestbed.errors import PolicyError
     with pytest.raises(PolicyError, match="theta_max"):
         make_policy("parrot", "network", theta_max=1.0)
+    with pytest.raises(PolicyError, match="fill_order"):
+        make_policy("parrot", "network", fill_order="fifo")
     with pytest.raises(PolicyError, match="observe_interval_s"):
         make_policy("aalo", "network", observe_interval_s=0)
 
@@ -249,5 +255,7 @@ def test_paper_wc_factor_idles_disjoint_ports():
         assert by_job[j] == pytest.approx(1e9 / 27)
     flows, rates = make_policy("parrot", "network", fill_residual=True).rates_for(st.view())
     assert np.allclose(rates, 1e9)  # the residual fill (extension) gives every job its idle link
+    flows, rates = make_policy("parrot", "network", fill_order="lpcas").rates_for(st.view())
+    assert np.allclose(rates, 1e9)
     flows, rates = make_policy("aalo", "network").rates_for(st.view())
     assert np.allclose(rates, 1e9)

@@ -210,14 +210,20 @@ def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np
     return out
 
 
-def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: bool = False) -> np.ndarray:
+def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: bool = False,
+                  start: np.ndarray | None = None) -> np.ndarray:
     """Greedy filling: coflows in ``order`` (coflow indices) each get their O3 rates times
     min{1, min_l R_l / b_l} of the capacity R left by earlier ones (spec parrot.md §6.2).
-    ``first_only``: coflows after the first get rate 0 (the "-wo-WC" baselines)."""
+    ``first_only``: coflows after the first get rate 0 (the "-wo-WC" baselines).
+    ``start``: rates already given (bytes/s); the filling then adds to them within the capacity they leave."""
     base = o3_scaled_rates(flows, links, np.ones(flows.n_coflows))
     net = flows.src != flows.dst
-    rates = np.where(net, 0.0, base)
-    residual = links.capacity.copy()
+    if start is None:
+        rates = np.where(net, 0.0, base)
+        residual = links.capacity.copy()
+    else:
+        rates = start.copy()
+        residual = links.capacity - link_loads(flows, links, rates)
     # incidence ranges per coflow (incidences are grouped by flow, flows by coflow)
     inc_cf = flows.cf[flows.inc_flow]
     starts = np.searchsorted(inc_cf, np.arange(flows.n_coflows + 1))
@@ -234,6 +240,9 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
         used = load > 0
         factor = min(1.0, float((np.maximum(residual[used], 0.0) / load[used]).min()))
         sl = slice(fa, fb)
-        rates[sl] = np.where(net[sl], base[sl] * factor, base[sl])
+        if start is None:
+            rates[sl] = np.where(net[sl], base[sl] * factor, base[sl])
+        else:
+            rates[sl] = np.where(net[sl], rates[sl] + base[sl] * factor, rates[sl])
         residual -= load * factor
     return rates

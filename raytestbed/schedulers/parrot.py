@@ -19,7 +19,11 @@ jobs with an active coflow J_Omega (the jobs in a communication phase, §7):
    factor, the paper's rule). With ``fill_residual`` (default) the capacity still
    left is then shared by weighted max-min (the core allocator) among flows whose
    links all have room, so no link keeps spare capacity while a flow through it
-   could use more (an extension, spec PR-7). ``parrot-wo-wc`` skips step 5.
+   could use more (an extension, spec PR-7). ``fill_order: lpcas`` instead hands that
+  capacity out greedily, coflow by coflow in the LPCAS order of Alg. 1 S3 (each adds
+  its O3 rates times the largest factor that fits, as Aalo/LCCF here; another extension,
+  a reading of the sorted C_Omega* of S3 that the paper does not confirm) before the
+  max-min fill. ``parrot-wo-wc`` skips step 5.
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ from raytestbed.network.coflow_rates import (
     fill_residual,
     global_factor,
     o3_scaled_rates,
+    priority_fill,
     scale_fabric,
 )
 from raytestbed.schedulers.base import register_policy
@@ -78,7 +83,7 @@ class ParrotPolicy(CoflowPolicy):
 
     def __init__(self, seed: int = 0, theta_max: float = 0.9, theta_mode: str = "eq10",
                  bytes_unit: float = 1.0, zero_coflows: str = "inf", fill_residual: bool = True,
-                 observe_interval_s: float | None = None) -> None:
+                 observe_interval_s: float | None = None, fill_order: str = "maxmin") -> None:
         super().__init__(seed, observe_interval_s)
         if not (0.0 < theta_max < 1.0):
             raise PolicyError(f"{self.name}: theta_max must be in (0, 1), got {theta_max!r}")
@@ -86,6 +91,8 @@ class ParrotPolicy(CoflowPolicy):
             raise PolicyError(f"{self.name}: theta_mode must be 'eq10' or 'max', got {theta_mode!r}")
         if zero_coflows not in ("inf", "plus_one"):
             raise PolicyError(f"{self.name}: zero_coflows must be 'inf' or 'plus_one', got {zero_coflows!r}")
+        if fill_order not in ("maxmin", "lpcas"):
+            raise PolicyError(f"{self.name}: fill_order must be 'maxmin' or 'lpcas', got {fill_order!r}")
         if not (bytes_unit > 0):
             raise PolicyError(f"{self.name}: bytes_unit must be > 0, got {bytes_unit!r}")
         self.theta_max = float(theta_max)
@@ -93,6 +100,8 @@ class ParrotPolicy(CoflowPolicy):
         self.bytes_unit = float(bytes_unit)
         self.zero_coflows = zero_coflows
         self.fill_residual = bool(fill_residual)
+        self.fill_order = fill_order
+        self._keys: dict[int, tuple] = {}
         self.last_theta = math.nan
         self.last_inferred: int | None = None
 
@@ -102,6 +111,7 @@ class ParrotPolicy(CoflowPolicy):
         n = len(jobs)
         if n == 1:
             self.last_theta, self.last_inferred = 1.0, jobs[0]
+            self._keys = {jobs[0]: ()}
             return {jobs[0]: 1.0}
         keys = {}
         total = 0.0
@@ -109,6 +119,7 @@ class ParrotPolicy(CoflowPolicy):
             rj = running[j]
             total += rj.bytes_sent
             keys[j] = lpcas_key(rj.bytes_sent, rj.coflows_done, rj.job.arrival_s, j, self.zero_coflows)
+        self._keys = keys
         inferred = min(jobs, key=keys.__getitem__)
         theta = parrot_theta(n, total, self.theta_max, self.theta_mode, self.bytes_unit)
         self.last_theta, self.last_inferred = theta, inferred
@@ -132,6 +143,9 @@ class ParrotPolicy(CoflowPolicy):
             return rates
         if self.work_conserving:
             rates = scale_fabric(flows, rates, phi)
+            if self.fill_residual and self.fill_order == "lpcas":
+                order = sorted(range(flows.n_coflows), key=lambda c: (self._keys[flows.coflow_job[c]], c))
+                rates = priority_fill(flows, links, order, start=rates)
             if self.fill_residual:
                 rates = fill_residual(flows, links, rates, cf_w[flows.cf])
         elif phi < 1.0:  # only a rack link can be over-subscribed by the scaled O3 rates
@@ -141,7 +155,8 @@ class ParrotPolicy(CoflowPolicy):
     def params(self) -> dict:
         return {"theta_max": self.theta_max, "theta_mode": self.theta_mode, "bytes_unit": self.bytes_unit,
                 "zero_coflows": self.zero_coflows,
-                "fill_residual": self.fill_residual and self.work_conserving, **super().params()}
+                "fill_residual": self.fill_residual and self.work_conserving, "fill_order": self.fill_order,
+                **super().params()}
 
 
 @register_policy
