@@ -18,7 +18,7 @@ feeds the policies the same events as the simulator and validates and books thei
 Events delivered: JobArrived, JobStarted, JobFinished, JobFailed, IterationMeasured (measured:
 ``seconds`` = wall time of the iteration in emulated seconds, with its compute and communication
 parts), CoflowStarted/CoflowFinished (from the fabric), Tick (periodic, and one per WakeUp
-decision if the policy interface has it), ServerLost.
+decision), ServerLost.
 
 Estimates refreshed from measurements (what a policy reads in the ClusterView):
 
@@ -53,7 +53,6 @@ from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState, RunningJob
 from raytestbed.errors import PolicyError
-from raytestbed.schedulers import base as _base
 from raytestbed.schedulers.base import (
     CoflowFinished,
     CoflowStarted,
@@ -72,10 +71,11 @@ from raytestbed.schedulers.base import (
     SetFlowWeights,
     StartJob,
     Tick,
+    WakeUp,
+    job_for_placement,
 )
 from raytestbed.sim.engine import Fault, JobRecord
 
-WakeUp = getattr(_base, "WakeUp", None)
 
 # timed-event priorities at equal time (as in the simulator: faults, arrivals, ticks)
 _P_FAULT, _P_ARRIVAL, _P_TICK = 1, 2, 3
@@ -300,7 +300,7 @@ class SchedulerCore:
             job = self.state.pending.get(d.job_id)
             if job is None:
                 raise PolicyError(f"{pol.name}: StartJob for job {d.job_id}, which is not pending")
-            self._start(job, d.placement)
+            self._start(job_for_placement(job, d.placement, pol.name), d.placement)
         elif isinstance(d, Preempt):
             if d.job_id not in self.state.running:
                 raise PolicyError(f"{pol.name}: Preempt for job {d.job_id}, which is not running")
@@ -311,16 +311,11 @@ class SchedulerCore:
             rj = self.state.running.get(d.job_id)
             if rj is None:
                 raise PolicyError(f"{pol.name}: Resize for job {d.job_id}, which is not running")
-            job = rj.job
-            new_workers = len(d.placement.stage_gpus[0]) if d.placement.stage_gpus else 0
-            if job.num_stages == 1 and new_workers != job.stages[0].replicas:
-                if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
-                    raise PolicyError(f"{pol.name}: job {d.job_id} cannot run {new_workers} workers")
-                job = job.with_workers(new_workers)
+            job = job_for_placement(rj.job, d.placement, pol.name)
             self._stop(d.job_id)
             self._out.actions.append(Action("stop", d.job_id))
             self._start(job, d.placement)
-        elif WakeUp is not None and isinstance(d, WakeUp):
+        elif isinstance(d, WakeUp):
             if not d.at_s >= now - 1e-9:
                 raise PolicyError(f"{pol.name}: WakeUp at {d.at_s} s is in the past (now {now} s)")
             self._push(max(d.at_s, now), _P_TICK, ("wake",))

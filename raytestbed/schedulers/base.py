@@ -183,6 +183,20 @@ class Resize(Decision):
         return {"decision": "Resize", "job": self.job_id, "gpus": list(self.placement.gpus)}
 
 
+
+def job_for_placement(job: Job, placement: Placement, policy: str) -> Job:
+    """The job as it runs on ``placement``: an elastic single-stage job takes the placement's worker count.
+
+    Both backends apply this to StartJob and Resize, so GADGET-style elastic starts behave alike.
+    Raises :class:`PolicyError` when the count is outside 1..``job.max_workers`` (or the job is not elastic).
+    """
+    new_workers = len(placement.stage_gpus[0]) if placement.stage_gpus else 0
+    if job.num_stages == 1 and new_workers != job.stages[0].replicas:
+        if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
+            raise PolicyError(f"{policy}: job {job.job_id} cannot run {new_workers} workers")
+        job = job.with_workers(new_workers)
+    return job
+
 @dataclass(frozen=True, slots=True)
 class WakeUp(Decision):
     """Ask the backend for one :class:`Tick` at time ``at_s`` (seconds, >= now).

@@ -61,6 +61,7 @@ from raytestbed.schedulers.base import (
     StartJob,
     Tick,
     WakeUp,
+    job_for_placement,
 )
 
 # heap priorities at equal time
@@ -322,7 +323,7 @@ class Simulator:
             job = self.state.pending.get(d.job_id)
             if job is None:
                 raise PolicyError(f"{pol.name}: StartJob for job {d.job_id}, which is not pending")
-            self._start(self._elastic(job, d.placement, pol), d.placement)
+            self._start(job_for_placement(job, d.placement, pol.name), d.placement)
         elif isinstance(d, Preempt):
             if d.job_id not in self.state.running:
                 raise PolicyError(f"{pol.name}: Preempt for job {d.job_id}, which is not running")
@@ -332,7 +333,7 @@ class Simulator:
             rj = self.state.running.get(d.job_id)
             if rj is None:
                 raise PolicyError(f"{pol.name}: Resize for job {d.job_id}, which is not running")
-            job = self._elastic(rj.job, d.placement, pol)
+            job = job_for_placement(rj.job, d.placement, pol.name)
             self._stop(d.job_id)
             self._start(job, d.placement)
         elif isinstance(d, WakeUp):
@@ -363,15 +364,6 @@ class Simulator:
         else:
             raise PolicyError(f"{pol.name}: unknown decision {d!r}")
         del now
-
-    def _elastic(self, job: Job, placement: Placement, pol: Policy) -> Job:
-        """The job with the worker count of ``placement`` (elastic single-stage jobs, up to max_workers)."""
-        new_workers = len(placement.stage_gpus[0]) if placement.stage_gpus else 0
-        if job.num_stages == 1 and new_workers != job.stages[0].replicas:
-            if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
-                raise PolicyError(f"{pol.name}: job {job.job_id} cannot run {new_workers} workers")
-            job = job.with_workers(new_workers)
-        return job
 
     # ------------------------------------------------------------ lifecycle
     def _start(self, job: Job, placement: Placement) -> None:
