@@ -12,9 +12,13 @@ One iteration of a job is a compute phase followed by one or more coflows:
 * parameter-server job (Parrot): a push coflow (every worker -> every PS, h/#PS
   bytes) then a pull coflow (every PS -> every worker).
 
-Flows of one coflow between the same pair of servers are merged into one flow
-(one connection per server pair); flows inside one server are kept with
-``src == dst`` and are limited by the intra-server bandwidth only.
+Flows of one coflow between the same pair of *different* servers are merged
+into one flow (one connection per server pair). Flows inside one server (``src
+== dst``) are kept one per GPU pair, unmerged: each is capped by the
+intra-server bandwidth on its own and they do not contend (``core/cluster.py``:
+B_intra is point-to-point; spec README §3 "same-server hops use B_intra"), as
+the emulator's fabric paces them. (Merging them made k same-server ring hops
+one flow of k times the bytes at one B_intra: k times too slow.)
 
 A job's :attr:`Job.traffic` (:class:`~raytestbed.core.job.JobTraffic`) overrides
 this: explicit coflows with absolute servers, an explicit compute time, or PS
@@ -66,11 +70,17 @@ class IterationTraffic:
 
 
 def _merge(flows: list[Flow]) -> tuple[Flow, ...]:
+    """Merge cross-server flows per (src, dst) server pair; keep same-server flows one per GPU pair."""
     acc: dict[tuple[int, int], float] = {}
+    intra: list[Flow] = []
     for s, d, b in flows:
-        if b > 0:
+        if b <= 0:
+            continue
+        if s == d:
+            intra.append((s, d, b))
+        else:
             acc[(s, d)] = acc.get((s, d), 0.0) + b
-    return tuple((s, d, b) for (s, d), b in sorted(acc.items()))
+    return tuple(sorted(intra + [(s, d, b) for (s, d), b in acc.items()]))
 
 
 def _ring(servers: list[int], hop_bytes: float) -> list[Flow]:
