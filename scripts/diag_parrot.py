@@ -80,6 +80,23 @@ def run(scheme: str, args, params: dict) -> dict:
     return out
 
 
+def parse_case(text: str) -> tuple[str, dict]:
+    """``scheme:key=value,...`` -> (scheme, params); true/false and numbers are converted."""
+    scheme, _, rest = text.partition(":")
+    params: dict = {}
+    for item in filter(None, rest.split(",")):
+        k, _, v = item.partition("=")
+        low = v.lower()
+        if low in ("true", "false"):
+            params[k] = low == "true"
+        else:
+            try:
+                params[k] = float(v)
+            except ValueError:
+                params[k] = v
+    return scheme, params
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--limit", type=int, default=20)
@@ -88,12 +105,17 @@ def main() -> None:
     ap.add_argument("--servers", type=int, default=128)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--cases", default="", help="comma list of case indices (default: all)")
+    ap.add_argument("--case", action="append", default=[],
+                    help="extra case SCHEME[:key=value,...], e.g. parrot:fill_residual=false,fill_order=lpcas "
+                         "(repeatable; replaces the default list)")
     args = ap.parse_args()
     cases = [("parrot", {"fill_residual": False}), ("parrot", {"fill_residual": True}),
              ("parrot", {"fill_residual": True, "fill_order": "lpcas"}),
              ("aalo", {"fill_residual": False}), ("aalo", {}), ("lccf", {})]
     if args.cases:
         cases = [cases[int(i)] for i in args.cases.split(",")]
+    if args.case:
+        cases = [parse_case(c) for c in args.case]
     for scheme, params in cases:
         r = run(scheme, args, params)
         print("  ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)

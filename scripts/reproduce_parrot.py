@@ -10,8 +10,16 @@ Experiments (each policy pair is ``fifo`` with random distinct placement + a net
 
 Scale (spec PR-10): ``iteration_scale`` simulates that fraction of each job's
 trace iterations; ``arrival_scale`` (default = iteration_scale) compresses the
-arrivals by the same factor, so the overlap of jobs, i.e. the load, is that of
-the full trace while the event count drops by 1/iteration_scale.
+trace arrivals (fig5, fig10) by the same factor, so the overlap of jobs, i.e. the
+load, is that of the full trace while the event count drops by 1/iteration_scale.
+Fig. 9's Poisson gaps mu are used as printed (simulated seconds) unless
+``--fig9-arrival-scale`` says otherwise.
+
+Variants (all reproducible from the command line): ``--fill-residual`` (every
+work-conserving scheme also shares leftover capacity by max-min), ``--fill-order
+lpcas`` (Parrot's S10 as one factor per coflow in LPCAS order after the global
+factor), ``--zero-coflows``, ``--theta-mode`` (spec PR-1, Fig. 2). No flag = the
+paper's rules (Parrot's single global factor; Aalo/LCCF greedy priority filling).
 
 Writes ``OUT/parrot_results.csv``, ``OUT/parrot_fig5.png``, ``OUT/parrot_fig9.png``,
 ``OUT/parrot_fig10.png`` and ``OUT/parrot_reproduction.md`` (ours beside the paper's).
@@ -128,7 +136,21 @@ def main(argv=None) -> int:
     ap.add_argument("--fill-residual", action="store_true",
                     help="work-conserving schemes also fill residual capacity by max-min (default: the "
                          "paper's rules only: Parrot's single global factor, Aalo/LCCF greedy filling)")
+    ap.add_argument("--fill-order", choices=("none", "lpcas"), default="none",
+                    help="Parrot only: 'lpcas' adds a greedy pass after the global factor, coflow by coflow in "
+                         "LPCAS order (an extension; default 'none' = the paper's single factor)")
+    ap.add_argument("--zero-coflows", choices=("inf", "plus_one"), default="inf",
+                    help="Parrot only: A_m for a job with no completed coflow (spec PR-1)")
+    ap.add_argument("--theta-mode", choices=("eq10", "max"), default="eq10", help="Parrot only: eq. 10 or theta_max")
     ap.add_argument("--schemes", default=None, help="comma list of schemes (default: all six, --quick: 3)")
+    ap.add_argument("--gbps", default="10,40", help="fig5 link speeds, Gbit/s (comma list)")
+    ap.add_argument("--mus", default=None, help="fig9 mean gaps, seconds (default 0.1,0.4,1.0; --quick 0.1,1.0)")
+    ap.add_argument("--fig9-jobs", type=int, default=100, help="fig9 number of jobs (paper: 100)")
+    ap.add_argument("--fig9-arrival-scale", type=float, default=1.0,
+                    help="fig9: factor on the Poisson gaps (default 1: mu in simulated seconds as the paper "
+                         "prints it, jobs of iteration_scale x trace iterations)")
+    ap.add_argument("--deltas", default=None, help="fig10 Delta values (default 1,4,16; --quick 1,8)")
+    ap.add_argument("--fb-limit", type=int, default=None, help="fb: first N coflows (default 150; --quick 30)")
     a = ap.parse_args(argv)
     if data_dir() is None:
         print("no data directory (set RAYTESTBED_DATA_DIR)", file=sys.stderr)
@@ -139,11 +161,16 @@ def main(argv=None) -> int:
     base = {"iteration_scale": scale, "arrival_scale": scale}
     rows = []
 
-    net_params = {"fill_residual": a.fill_residual}
+    parrot_params = {"fill_order": a.fill_order, "zero_coflows": a.zero_coflows, "theta_mode": a.theta_mode}
+    variant = (f"residual max-min fill: {a.fill_residual}; Parrot fill_order: {a.fill_order}, "
+               f"zero_coflows: {a.zero_coflows}, theta_mode: {a.theta_mode}")
 
     def go(exp, scheme, *args, **kw):
+        net_params = {"fill_residual": a.fill_residual, **(parrot_params if scheme.startswith("parrot") else {})}
         r = run_one(exp, scheme, *args, net_params=net_params, **kw)
         r["fill_residual"] = a.fill_residual
+        if scheme.startswith("parrot"):
+            r.update(parrot_params)
         print(f"{r['experiment']:6s} {r['scheme']:13s} {r['gbps']:>4g}G "
               f"{ {k: r[k] for k in ('mean_gap_s', 'ps_max', 'limit') if k in r} } "
               f"total JCT {r['total_jct_s']:10.2f} s  LB {r['total_lower_bound_s']:10.2f} s  "
@@ -153,26 +180,31 @@ def main(argv=None) -> int:
 
     schemes = a.schemes.split(",") if a.schemes else (MAIN if a.quick else SCHEMES)
     if "fig5" in only:
-        for gbps in (10, 40):
+        for gbps in (float(x) for x in a.gbps.split(",")):
             for s in schemes:
                 go("fig5", s, gbps, "ms60", base, a.seed)
     if "fig9" in only:
-        for mu in ((0.1, 1.0) if a.quick else (0.1, 0.4, 1.0)):
+        mus = [float(x) for x in a.mus.split(",")] if a.mus else ((0.1, 1.0) if a.quick else (0.1, 0.4, 1.0))
+        for mu in mus:
             for s in [x for x in schemes if x in MAIN]:
-                go("fig9", s, 10, "ms60_poisson", {**base, "mean_gap_s": mu, "jobs": 100},
+                go("fig9", s, 10, "ms60_poisson", {**base, "arrival_scale": a.fig9_arrival_scale,
+                                                    "mean_gap_s": mu, "jobs": a.fig9_jobs},
                    a.seed)
     if "fig10" in only:
-        for delta in ((1, 8) if a.quick else (1, 4, 16)):
+        deltas = [int(x) for x in a.deltas.split(",")] if a.deltas else ((1, 8) if a.quick else (1, 4, 16))
+        for delta in deltas:
             for s in [x for x in schemes if x in MAIN]:
                 go("fig10", s, 10, "ms60", {**base, "ps_max": delta}, a.seed)
     if "fb" in only:
         for s in [x for x in schemes if x in MAIN]:
-            go("fb", s, 10, "fb_coflow", {"limit": 30 if a.quick else 150}, a.seed, servers=150)
+            go("fb", s, 10, "fb_coflow", {"limit": a.fb_limit or (30 if a.quick else 150)}, a.seed, servers=150)
 
     df = pd.DataFrame(rows)
     df.to_csv(a.out / "parrot_results.csv", index=False)
     md = [f"# Parrot reproduction (iteration_scale = {scale}, arrival_scale = {scale} for the trace "
-          f"workloads; seed {a.seed}; residual max-min fill: {a.fill_residual})", ""]
+          f"workloads; seed {a.seed}; {variant})", "",
+          "Command: `PYTHONPATH=. python scripts/reproduce_parrot.py " + " ".join(argv if argv is not None
+                                                                             else sys.argv[1:]) + "`", ""]
     for exp, x, keys in (("fig5", "gbps", ["gbps"]), ("fig9", "mean_gap_s", ["mean_gap_s"]),
                          ("fig10", "ps_max", ["ps_max"]), ("fb", "gbps", ["gbps"])):
         d = df[df.experiment == exp] if len(df) else df

@@ -181,6 +181,17 @@ def test_work_conservation_leaves_no_spare_link_with_backlog(name):
             flows, r3 = make_policy(name, "network", fill_order="lpcas").rates_for(st.view())
             assert np.all(link_loads(flows, LinkIndex(cl), r3) <= LinkIndex(cl).capacity * (1 + 1e-9))
             assert np.all(r3 >= r2 * (1 - 1e-12))
+            # greedy LPCAS pass alone (no max-min): feasible, >= the paper rule, and the LPCAS-first
+            # coflow is served at least at its full O3 rate where its ports allow (a link it uses is full)
+            pol4 = make_policy(name, "network", fill_order="lpcas", fill_residual=False)
+            flows, r4 = pol4.rates_for(st.view())
+            load4 = link_loads(flows, LinkIndex(cl), r4)
+            assert np.all(load4 <= LinkIndex(cl).capacity * (1 + 1e-9))
+            assert np.all(r4 >= r2 * (1 - 1e-12))
+            first = min(range(flows.n_coflows), key=lambda c: (pol4._keys[flows.coflow_job[c]], c))
+            lk = flows.inc_link[flows.cf[flows.inc_flow] == first]
+            if lk.size:
+                assert np.isclose(load4[lk] / LinkIndex(cl).capacity[lk], 1.0).any()
 
 
 def test_policies_registered_and_params_checked():
@@ -257,5 +268,55 @@ def test_paper_wc_factor_idles_disjoint_ports():
     assert np.allclose(rates, 1e9)  # the residual fill (extension) gives every job its idle link
     flows, rates = make_policy("parrot", "network", fill_order="lpcas").rates_for(st.view())
     assert np.allclose(rates, 1e9)
+    flows, rates = make_policy("parrot", "network", fill_order="lpcas", fill_residual=False).rates_for(st.view())
+    assert np.allclose(rates, 1e9)  # greedy LPCAS pass alone: one factor per coflow, each its own idle link
+    assert make_policy("parrot", "network", fill_order="maxmin").fill_order == "none"  # legacy spelling
     flows, rates = make_policy("aalo", "network").rates_for(st.view())
     assert np.allclose(rates, 1e9)
+
+
+def random_state(rng, racks: bool):
+    """Random cluster state: up to 12 servers (optionally in racks), up to 10 jobs with one active
+    coflow each, some same-server flows, random progress."""
+    from raytestbed.core.cluster import Rack
+
+    n_srv = int(rng.integers(3, 13))
+    rack_of = [i % 3 if racks else None for i in range(n_srv)]
+    servers = tuple(Server(i, 1, float(rng.choice([1e9, 2.5e9, 1.25e10])), float(rng.choice([1e9, 2.5e9, 1.25e10])),
+                           rack=rack_of[i]) for i in range(n_srv))
+    rk = tuple(Rack(r, float(rng.uniform(1e9, 3e10)), float(rng.uniform(1e9, 3e10))) for r in range(3)) if racks else ()
+    cl = Cluster(servers, intra_bps=1e12, racks=rk)
+    st = ClusterState(cl)
+    for k in range(int(rng.integers(1, 11))):
+        job = Job(k, float(rng.integers(0, 3)), 10, (Stage(1, StageProfile(0.0, 0.0)),), CommPattern.RAR)
+        st.running[k] = RunningJob(job, Placement(((0,),)), 0.0, 0.0,
+                                   bytes_sent=float(rng.choice([0.0, rng.uniform(0, 1e9)])),
+                                   coflows_done=int(rng.integers(0, 4)))
+        fl = []
+        for i in range(int(rng.integers(1, 25))):
+            s, d = int(rng.integers(n_srv)), int(rng.integers(n_srv))
+            v = float(rng.uniform(1e6, 1e9))
+            fl.append(FlowInfo((k, 0, 0, i), s, d, v, v * float(rng.uniform(0.0, 1))))
+        st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0, tuple(fl))
+    return st
+
+
+VARIANTS = [("parrot", {}), ("parrot", {"fill_residual": False}), ("parrot", {"fill_order": "lpcas"}),
+            ("parrot", {"fill_order": "lpcas", "fill_residual": False}), ("parrot-wo-wc", {}),
+            ("aalo", {}), ("aalo", {"fill_residual": False}), ("aalo-wo-wc", {}), ("lccf", {})]
+
+
+@pytest.mark.parametrize("racks", [False, True])
+def test_fast_path_same_rates(racks):
+    """The vectorised decision path (default) sets the same rates as the straightforward code
+    (``fast_path: false``) on random instances, for every coflow policy variant."""
+    rng = np.random.default_rng(11 + racks)
+    for trial in range(25):
+        st = random_state(rng, racks)
+        for name, kw in VARIANTS:
+            f1, r1 = make_policy(name, "network", **kw).rates_for(st.view())
+            f0, r0 = make_policy(name, "network", fast_path=False, **kw).rates_for(st.view())
+            assert f1.flow_ids == f0.flow_ids and f1.coflow_ids == f0.coflow_ids
+            for a in ("cf", "src", "dst", "remaining", "inc_flow", "inc_link"):
+                assert np.array_equal(getattr(f1, a), getattr(f0, a)), a
+            assert np.array_equal(r1, r0), (trial, name, kw)

@@ -25,8 +25,9 @@ class PriorityCoflowPolicy(CoflowPolicy):
 
     work_conserving = True
 
-    def __init__(self, seed: int = 0, fill_residual: bool = True, observe_interval_s: float | None = None) -> None:
-        super().__init__(seed, observe_interval_s)
+    def __init__(self, seed: int = 0, fill_residual: bool = True, observe_interval_s: float | None = None,
+                 fast_path: bool = True) -> None:
+        super().__init__(seed, observe_interval_s, fast_path)
         self.fill_residual = bool(fill_residual)
 
     def job_key(self, job_id: int, view: ClusterView) -> tuple:
@@ -34,9 +35,9 @@ class PriorityCoflowPolicy(CoflowPolicy):
 
     def compute_rates(self, flows: Flows, links: LinkIndex, view: ClusterView) -> np.ndarray:
         order = sorted(range(flows.n_coflows), key=lambda c: (self.job_key(flows.coflow_job[c], view), c))
-        rates = priority_fill(flows, links, order, first_only=not self.work_conserving)
+        rates = priority_fill(flows, links, order, first_only=not self.work_conserving, fast=self.fast_path)
         if self.work_conserving and self.fill_residual:
-            rates = fill_residual(flows, links, rates, np.ones(rates.size))
+            rates = fill_residual(flows, links, rates, np.ones(rates.size), fast=self.fast_path)
         return rates
 
     def params(self) -> dict:

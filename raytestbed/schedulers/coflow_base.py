@@ -38,14 +38,17 @@ class CoflowPolicy(Policy):
 
     role = "network"
 
-    def __init__(self, seed: int = 0, observe_interval_s: float | None = None) -> None:
+    def __init__(self, seed: int = 0, observe_interval_s: float | None = None, fast_path: bool = True) -> None:
         super().__init__(seed)
+        #: vectorised readers/fillers (same rates as the straightforward code, fast_path=False;
+        #: tests/test_parrot.py::test_fast_path_same_rates, scripts/bench_parrot.py)
+        self.fast_path = bool(fast_path)
         if observe_interval_s is not None and not (observe_interval_s > 0):
             raise PolicyError(f"{self.name}: observe_interval_s must be > 0 seconds or null, "
                               f"got {observe_interval_s!r}")
         self.observe_interval_s = observe_interval_s
         self.tick_interval_s = observe_interval_s
-        self._table = FlowTable()
+        self._table = FlowTable(fast=self.fast_path)
         self._dirty = False
         self._last_sig: tuple | None = None
 
@@ -89,4 +92,4 @@ class CoflowPolicy(Policy):
         """Rate (bytes/s) of every flow in ``flows``."""
 
     def params(self) -> dict:
-        return {"observe_interval_s": self.observe_interval_s}
+        return {"observe_interval_s": self.observe_interval_s, "fast_path": self.fast_path}

@@ -16,14 +16,17 @@ jobs with an active coflow J_Omega (the jobs in a communication phase, §7):
 4. Weighted scaling (S7-9): every coflow's O3 rates on its remaining bytes
    (eqs. 26-27) times W / sum W.
 5. Work conservation (S10): all rates times phi = min_l C_l / L_l (one global
-   factor, the paper's rule). With ``fill_residual`` (default) the capacity still
-   left is then shared by weighted max-min (the core allocator) among flows whose
-   links all have room, so no link keeps spare capacity while a flow through it
-   could use more (an extension, spec PR-7). ``fill_order: lpcas`` instead hands that
-  capacity out greedily, coflow by coflow in the LPCAS order of Alg. 1 S3 (each adds
-  its O3 rates times the largest factor that fits, as Aalo/LCCF here; another extension,
-  a reading of the sorted C_Omega* of S3 that the paper does not confirm) before the
-  max-min fill. ``parrot-wo-wc`` skips step 5.
+   factor, the paper's rule). Two optional passes follow, in this order:
+   ``fill_order: lpcas`` hands the capacity still left out greedily, coflow by coflow
+   in the LPCAS order of Alg. 1 S3 (each adds its O3 rates times the largest factor
+   that fits, as Aalo/LCCF here) -- a reading of S10 "a largest factor to scale the
+   bandwidths of all flows in the sorted C_Omega*" as one factor per coflow in that
+   order, which the paper does not confirm (an extension); ``fill_order: none``
+   (default; legacy spelling ``maxmin``) skips it. ``fill_residual`` (default true)
+   then shares what is still left by weighted max-min (the core allocator) among
+   flows whose links all have room, so no link keeps spare capacity while a flow
+   through it could use more (an extension, spec PR-7). Paper-literal S10:
+   ``fill_residual: false, fill_order: none``. ``parrot-wo-wc`` skips step 5.
 """
 
 from __future__ import annotations
@@ -83,16 +86,18 @@ class ParrotPolicy(CoflowPolicy):
 
     def __init__(self, seed: int = 0, theta_max: float = 0.9, theta_mode: str = "eq10",
                  bytes_unit: float = 1.0, zero_coflows: str = "inf", fill_residual: bool = True,
-                 observe_interval_s: float | None = None, fill_order: str = "maxmin") -> None:
-        super().__init__(seed, observe_interval_s)
+                 observe_interval_s: float | None = None, fill_order: str = "none", fast_path: bool = True) -> None:
+        super().__init__(seed, observe_interval_s, fast_path)
         if not (0.0 < theta_max < 1.0):
             raise PolicyError(f"{self.name}: theta_max must be in (0, 1), got {theta_max!r}")
         if theta_mode not in ("eq10", "max"):
             raise PolicyError(f"{self.name}: theta_mode must be 'eq10' or 'max', got {theta_mode!r}")
         if zero_coflows not in ("inf", "plus_one"):
             raise PolicyError(f"{self.name}: zero_coflows must be 'inf' or 'plus_one', got {zero_coflows!r}")
-        if fill_order not in ("maxmin", "lpcas"):
-            raise PolicyError(f"{self.name}: fill_order must be 'maxmin' or 'lpcas', got {fill_order!r}")
+        if fill_order == "maxmin":  # legacy spelling: no greedy pass (max-min is fill_residual's)
+            fill_order = "none"
+        if fill_order not in ("none", "lpcas"):
+            raise PolicyError(f"{self.name}: fill_order must be 'none' or 'lpcas', got {fill_order!r}")
         if not (bytes_unit > 0):
             raise PolicyError(f"{self.name}: bytes_unit must be > 0, got {bytes_unit!r}")
         self.theta_max = float(theta_max)
@@ -143,11 +148,11 @@ class ParrotPolicy(CoflowPolicy):
             return rates
         if self.work_conserving:
             rates = scale_fabric(flows, rates, phi)
-            if self.fill_residual and self.fill_order == "lpcas":
+            if self.fill_order == "lpcas":
                 order = sorted(range(flows.n_coflows), key=lambda c: (self._keys[flows.coflow_job[c]], c))
-                rates = priority_fill(flows, links, order, start=rates)
+                rates = priority_fill(flows, links, order, start=rates, fast=self.fast_path)
             if self.fill_residual:
-                rates = fill_residual(flows, links, rates, cf_w[flows.cf])
+                rates = fill_residual(flows, links, rates, cf_w[flows.cf], fast=self.fast_path)
         elif phi < 1.0:  # only a rack link can be over-subscribed by the scaled O3 rates
             rates = scale_fabric(flows, rates, phi)
         return rates
@@ -155,7 +160,8 @@ class ParrotPolicy(CoflowPolicy):
     def params(self) -> dict:
         return {"theta_max": self.theta_max, "theta_mode": self.theta_mode, "bytes_unit": self.bytes_unit,
                 "zero_coflows": self.zero_coflows,
-                "fill_residual": self.fill_residual and self.work_conserving, "fill_order": self.fill_order,
+                "fill_residual": self.fill_residual and self.work_conserving,
+                "fill_order": self.fill_order if self.work_conserving else "none",
                 **super().params()}
 
 
