@@ -114,6 +114,9 @@ class EmuConfig(_Strict):
     address: str | None = Field(None, description="Ray cluster address to attach to (default: start a local Ray)")
     progress_s: PositiveFloat = Field(
         1.0, description="wall seconds between fabric polls for coflow events and bytes sent")
+    worker_pool: bool = Field(
+        True, description="start one long-lived host actor per emulated GPU before the trial clock, so a job "
+        "start only sends RPCs (false: every job start creates its own worker actors)")
 
 
 class TrialConfig(_Strict):

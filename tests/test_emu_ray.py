@@ -24,7 +24,7 @@ MB = 1e6
 @pytest.fixture(scope="module")
 def emu():
     cluster = Cluster.homogeneous(3, 2, NIC, INTRA, name="t3x2")
-    e = EmuCluster(cluster, time_scale=FACTOR, num_cpus=2)
+    e = EmuCluster(cluster, time_scale=FACTOR, num_cpus=2, worker_pool=False)  # fabric and placement only
     yield e
     e.shutdown()
 

@@ -169,9 +169,14 @@ def test_worker_death_reports_failure(emu, recorder):
     t0 = time.time()
     while not run.records() and time.time() - t0 < 60:
         time.sleep(0.1)
-    ray.kill(run.workers[1])
+    # with the worker pool the worker is an object in GPU 3's host actor: kill that process
+    ray.kill(run.hosts[1] if run.pool is not None else run.workers[1])
     assert run.wait(60) and run.failure is not None
     assert ray.get(recorder.get.remote(16))[-1][0] == "failed"
+    if run.pool is not None:  # its server lives: the next run on GPU 3 gets a new host
+        job = build_job(17, 0.0, MLP, 2, "pipeline", 2)
+        run = start_job(emu, job, Placement(((0,), (3,))), iterations=2, mode="replay")
+        assert run.wait(60) and run.failure is None and run.iterations_done == 2
 
 
 # ---------------------------------------------------------------- planning (no Ray)

@@ -228,7 +228,10 @@ class EmuBackend:
             "emulated_s": self.end_time_s,
             "wall_s": self.wall_s,
             "start_failures": self.start_failures,
+            # long-lived worker host actors (docs/emulator.md, "Worker pool"), or per-job actors
+            "worker_pool": getattr(self.emu, "pool", None) is not None,
             # emulated seconds from a job's start to its first iteration, less that iteration: worker launch
+            # (pool: the set-up RPCs; per-job actors: new worker processes)
             "start_overhead_median_s": float(np.median(over)) if over.size else math.nan,
             "start_overhead_max_s": float(over.max()) if over.size else math.nan,
             "fidelity_warnings": list(getattr(self.emu, "fidelity_warnings", [])),
@@ -246,7 +249,8 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
 
     factor = cfg.time_scale if cfg.time_scale is not None else suggest_factor(cluster)
     policies = [p for p in (policy, network_policy) if p is not None]
-    with EmuCluster(cluster, time_scale=factor, address=cfg.address, mode=cfg.fabric) as emu:
+    with EmuCluster(cluster, time_scale=factor, address=cfg.address, mode=cfg.fabric,
+                    worker_pool=getattr(cfg, "worker_pool", True)) as emu:
         backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, poll_s=cfg.progress_s,
                              on_event=on_event, on_decisions=on_decisions, progress=progress)
         if on_engine is not None:

@@ -112,7 +112,7 @@ class Bench:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             self.emu = EmuCluster(self.cluster, time_scale=suggest_factor(self.cluster),
-                                  object_store_memory=object_store_bytes)
+                                  object_store_memory=object_store_bytes, worker_pool=False)  # no jobs here
         ep = ray.remote(num_cpus=0)(_Endpoint)
         # server 0: GPUs 0-7 send, server 1: GPUs 8-15 receive; GPUs 16, 24 for the ring
         self.gpus = list(range(16)) + [16, 24]
@@ -262,7 +262,7 @@ def startup(shapes, out) -> None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                emu = EmuCluster(c, time_scale=suggest_factor(c), ready_timeout_s=300)
+                emu = EmuCluster(c, time_scale=suggest_factor(c), ready_timeout_s=300, worker_pool=False)
         except Exception as e:  # report and go on with the next shape
             out(f"| {m} x {g} = {m * g} GPUs | failed after {time.perf_counter() - t0:.0f} s: {e} | | | "
                 f"{os.getloadavg()[0]:.0f} |")

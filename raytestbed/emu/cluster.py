@@ -6,7 +6,8 @@ resource ``emu_gpu``: one bundle per *GPU group* of ``gpus_per_actor`` GPUs
 (default 1 GPU per bundle).  Ray places the groups on nodes by their free
 ``emu_gpu`` resources, so on a multi-node cluster the emulated servers
 spread over the real nodes.  A :class:`~raytestbed.emu.server.ServerActor`
-sits in bundle 0; GPU workers are placed with :meth:`EmuCluster.worker_options`.
+sits in bundle 0; GPU workers are placed with :meth:`EmuCluster.worker_options`, or run
+inside the worker pool's long-lived host actors (:mod:`.pool`, started here, default on).
 Killing a server removes its placement group, which kills every actor placed
 in it (its workers), and tells the fabric to fail its transfers.
 
@@ -46,13 +47,16 @@ class EmuCluster:
         auth: Ray token authentication, ``"session"`` | ``"disabled"`` | ``"inherit"`` (raysession.py).
         host: bind address of a local Ray (default 127.0.0.1).
         ready_timeout_s: wall seconds to wait for placement groups and actors (default 60 + 2 per server).
+        worker_pool: start the worker pool (:mod:`raytestbed.emu.pool`: one long-lived host actor per
+            GPU group plus a monitor host) now, so that starting a job needs no new process; False =
+            every job start creates its own actors (the executors' per-job mode).
         **ray_opts: passed to ``ray.init`` (``num_cpus``, ``object_store_memory``, ...).
     """
 
     def __init__(self, cluster: Cluster, *, time_scale: float | TimeScale = 1.0, address: str | None = None,
                  gpus_per_actor: int | None = None, mode: str = "paced", strict: bool = False,
                  auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
-                 settle_s: float = 0.005, **ray_opts) -> None:
+                 settle_s: float = 0.005, worker_pool: bool = True, **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
 
@@ -77,6 +81,7 @@ class EmuCluster:
         self._watch: dict = {}
         self._alive: set[int] = set(range(cluster.num_servers))
         self._lost_reported: set[int] = set()
+        self.pool = None
         try:
             have = ray.cluster_resources().get(RESOURCE, 0.0)
             if have + 1e-9 < cluster.total_gpus:
@@ -120,6 +125,10 @@ class EmuCluster:
                     f"{ready_timeout_s:g} s (host overloaded?); raise ready_timeout_s or emulate fewer servers")
             ray.get(pings)
             self._watch = {a.watch.remote(): m for m, a in enumerate(self.servers)}
+            if worker_pool:
+                from raytestbed.emu.pool import WorkerPool
+
+                self.pool = WorkerPool(self, ready_timeout_s)
         except BaseException:
             self.shutdown()
             raise
@@ -152,13 +161,17 @@ class EmuCluster:
         The worker takes 1 ``emu_gpu`` from the bundle of ``gpu_id``'s GPU group, on the node
         that hosts its server, and no CPU; it dies when its server is killed.
         """
+        return {**self.bundle_options(gpu_id), "resources": {RESOURCE: 1.0}}
+
+    def bundle_options(self, gpu_id: int) -> dict:
+        """Like :meth:`worker_options` but without taking the ``emu_gpu`` resource: an actor in
+        ``gpu_id``'s bundle (the worker pool's hosts); raises ServerLostError for a lost server."""
         if not (isinstance(gpu_id, int) and 0 <= gpu_id < self.cluster.total_gpus):
             raise ValueError(f"emulator: GPU id {gpu_id!r} is not in 0..{self.cluster.total_gpus - 1}")
         server, bundle = self._gpu_bundle[gpu_id]
         if server not in self._alive:
             raise ServerLostError(f"emulator: server {server} of GPU {gpu_id} was lost")
-        return {"num_cpus": 0, "resources": {RESOURCE: 1.0},
-                "scheduling_strategy": self._strategy(server, bundle)}
+        return {"num_cpus": 0, "scheduling_strategy": self._strategy(server, bundle)}
 
     def group_of(self, gpu_id: int) -> tuple[int, ...]:
         """The GPUs that share ``gpu_id``'s bundle (one host process may serve them all)."""
@@ -256,6 +269,8 @@ class EmuCluster:
             if ray.is_initialized():
                 from ray.util.placement_group import remove_placement_group
 
+                if getattr(self, "pool", None) is not None:
+                    self.pool.shutdown()
                 for a in getattr(self, "servers", []):
                     ray.kill(a, no_restart=True)
                 if getattr(self, "fabric", None) is not None:

@@ -7,7 +7,10 @@ for a modelled compute time (replay mode, emulated seconds), and
 :meth:`ServerActor.watch` is a call that never returns while the server
 lives, so the driver notices the actor's death (``EmuCluster.poll_failures``).
 Torch-running GPU workers are separate actors placed with
-``EmuCluster.worker_options`` in the same placement group; they die with it.
+``EmuCluster.worker_options`` in the same placement group, or objects in the
+worker pool's host actors there (:mod:`raytestbed.emu.pool`); they die with it.
+The ServerActor is itself a :class:`~raytestbed.emu.pool.RunHost`: with the worker
+pool it hosts the parameter-server tasks of runs that have a PS on this server.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ import asyncio
 import os
 import time
 
+from raytestbed.emu.pool import RunHost
 from raytestbed.emu.timescale import TimeScale
 
 
-class ServerActor:
+class ServerActor(RunHost):
     """Emulated server ``server_id`` with ``gpus`` GPUs (global ids ``first_gpu..``)."""
 
     def __init__(self, server_id: int, first_gpu: int, gpus: int, time_scale: TimeScale) -> None:
@@ -29,6 +33,8 @@ class ServerActor:
         self.scale = time_scale
         self.busy_s = [0.0] * gpus  # emulated seconds each GPU was held
         self._forever = asyncio.Event()
+        self.label = f"server {server_id}"
+        self._host_init()
 
     async def info(self) -> dict:
         """Where this server runs: Ray node id, host pid, GPU range."""

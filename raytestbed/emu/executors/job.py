@@ -1,10 +1,14 @@
 """Start a placed job on the emulated cluster and follow it: :func:`start_job` / :class:`JobRun`.
 
-``start_job`` creates one :class:`~raytestbed.emu.executors.worker.StageWorker`
-actor per stage replica (placed with ``emu.worker_options(gpu)`` on the Ray node
-of its emulated server), the PS actors of a parameter-server job and a
-:class:`JobMonitor` actor, then runs the workers from a background thread and
-returns at once. The monitor turns the workers' per-mini-batch records into one
+``start_job`` runs one :class:`~raytestbed.emu.executors.worker.StageWorker` per
+stage replica on its emulated GPU's Ray node, the PS tasks of a parameter-server
+job and a :class:`JobMonitor`, from a background thread, and returns at once.
+With the EmuCluster's worker pool (default; :mod:`raytestbed.emu.pool`) these are
+objects created by RPC inside long-lived host actors (the GPU's host, the PS
+server's ServerActor, the monitor host) under a fresh run key, and dropped when
+the run ends; with ``worker_pool=False`` (or an EmuCluster without a pool) each
+is a new actor (workers placed with ``emu.worker_options(gpu)``), killed when
+the run ends. The monitor turns the workers' per-mini-batch records into one
 report per iteration, in emulated seconds:
 
 * ``iter_s`` - time between the completions of iterations i-1 and i (the last
@@ -39,8 +43,9 @@ import ray
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.emu.executors.plan import JobPlan, plan_job
-from raytestbed.errors import ConfigError
 from raytestbed.emu.executors.worker import ParamServer, StageWorker
+from raytestbed.emu.pool import RunProxy, new_run_key
+from raytestbed.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
@@ -126,10 +131,17 @@ class JobRun:
         failure: the reason if it failed, else None.
         oversubscribed: real-compute workers outnumbered ``os.cpu_count()`` at start.
         warnings: messages about the run (oversubscription).
+        pool: the EmuCluster's worker pool this run uses, or None (per-job actors).
+        run_key: the run's key in the pool's hosts (None without the pool).
+        hosts: with the pool, the host actor of each worker (``workers`` are then RunProxy objects).
     """
 
-    def __init__(self, emu, job: Job, placement: Placement, plan: JobPlan, reporter) -> None:
+    def __init__(self, emu, job: Job, placement: Placement, plan: JobPlan, reporter, pool=None) -> None:
         self.emu = emu
+        self.pool = pool
+        self.run_key = new_run_key(job.job_id) if pool is not None else None
+        self.hosts: list = []
+        self._ps_hosts: list = []
         self.job = job
         self.job_id = job.job_id
         self.placement = placement
@@ -196,7 +208,7 @@ class JobRun:
             return list(self._rows)
         if self.monitor is None:
             return []
-        return ray.get(self.monitor.records.remote())
+        return ray.get(self.monitor.records.remote()) or []  # pooled: [] before the monitor exists
 
     def losses(self) -> list[float]:
         """Training loss of every iteration (real mode; mean over the whole global batch)."""
@@ -214,6 +226,9 @@ class JobRun:
         self._watch()
 
     def _launch(self) -> None:
+        if self.pool is not None:
+            self._launch_pooled()
+            return
         plan, emu = self.plan, self.emu
         self.monitor = ray.remote(JobMonitor).options(num_cpus=0).remote(
             self.job_id, len(plan.workers), self.reporter, self.factor,
@@ -228,6 +243,39 @@ class JobRun:
             self.ps.append(PsActor.options(**opts).remote(ps, emu.fabric))
         peers = {spec.gpu: w for spec, w in zip(plan.workers, self.workers)}
         ray.get([w.connect.remote(peers, self.ps) for w in self.workers])
+        t0 = time.time()
+        ray.get(self.monitor.started.remote(t0))
+        self._refs = [w.run.remote() for w in self.workers]
+
+    def _launch_pooled(self) -> None:
+        """Create the run's objects in the pool's hosts (one message per host, in parallel), then run."""
+        plan, pool = self.plan, self.pool
+        key = self.run_key
+        self.monitor = RunProxy(pool.monitor, key, "monitor")
+        mon_args = (self.job_id, len(plan.workers), self.reporter, self.factor,
+                    plan.workers[0].start_iteration if plan.workers else 0)
+        for attempt in (0, 1):
+            self.hosts = [pool.host(spec.gpu) for spec in plan.workers]
+            self._ps_hosts = [pool.ps_host(ps.server) for ps in plan.ps]
+            self.workers = [RunProxy(h, key, spec.gpu) for spec, h in zip(plan.workers, self.hosts)]
+            self.ps = [RunProxy(h, key, ("ps", ps.index)) for ps, h in zip(plan.ps, self._ps_hosts)]
+            peers = {spec.gpu: w for spec, w in zip(plan.workers, self.workers)}
+            items: dict[int, tuple] = {}  # id(host) -> (host, items)
+            for spec, h in zip(plan.workers, self.hosts):
+                items.setdefault(id(h), (h, []))[1].append(
+                    (spec.gpu, StageWorker, (spec, self.emu.fabric, self.monitor, self.factor),
+                     [("connect", (peers, self.ps))]))
+            for ps, h in zip(plan.ps, self._ps_hosts):
+                items.setdefault(id(h), (h, []))[1].append((("ps", ps.index), ParamServer, (ps, self.emu.fabric), []))
+            refs = [pool.monitor.create.remote(key, "monitor", JobMonitor, *mon_args)]
+            refs += [h.setup.remote(key, its) for h, its in items.values()]
+            try:
+                ray.get(refs)
+                break
+            except ray.exceptions.RayActorError:
+                # a host died by itself (its server still alive: else ServerLostError) -> replace it, once
+                if attempt or not pool.heal([spec.gpu for spec in plan.workers]):
+                    raise
         t0 = time.time()
         ray.get(self.monitor.started.remote(t0))
         self._refs = [w.run.remote() for w in self.workers]
@@ -261,11 +309,19 @@ class JobRun:
                 return
             self.failure = failure
             self.iterations_done = iterations if failure is None else None
-            for a in self.workers + self.ps:
-                try:
-                    ray.kill(a)
-                except Exception:
-                    pass
+            if self.pool is not None:
+                # drop the run's objects in the hosts (cancels its calls); the hosts live on
+                for h in {id(h): h for h in self.hosts + self._ps_hosts}.values():
+                    try:
+                        h.drop.remote(self.run_key)
+                    except Exception:
+                        pass
+            else:
+                for a in self.workers + self.ps:
+                    try:
+                        ray.kill(a)
+                    except Exception:
+                        pass
             if self.monitor is not None:
                 try:
                     self._rows = ray.get(self.monitor.finish.remote(iterations, failure, not self._stopped),
@@ -275,7 +331,10 @@ class JobRun:
                     if failure is not None:
                         _call(self.reporter, "on_job_failed", self.job_id, failure)
                 try:
-                    ray.kill(self.monitor)
+                    if self.pool is not None:
+                        self.pool.monitor.drop.remote(self.run_key)
+                    else:
+                        ray.kill(self.monitor)
                 except Exception:
                     pass
             elif failure is not None:
@@ -296,7 +355,7 @@ def _server_options(emu, server: int, gpu: int) -> dict:
 
 
 def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str = "replay", reporter=None,
-              start_iteration: int = 0, profile=None) -> JobRun:
+              start_iteration: int = 0, profile=None, worker_pool: bool | None = None) -> JobRun:
     """Start ``job`` on ``placement`` for ``iterations`` iterations; returns at once (see module docstring).
 
     Args:
@@ -304,6 +363,8 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
         mode: ``replay`` (hold each emulated GPU for the profiled times) or ``real``
             (run the zoo model's layers; needs ``job.model`` to be a zoo preset).
         profile: the job model's per-layer profile (default: the shipped one).
+        worker_pool: None = use ``emu.pool`` if the EmuCluster has one; True = require it;
+            False = create per-job actors (the behaviour without the pool).
 
     Raises:
         ConfigError: bad mode, a model real mode cannot build, stages that match
@@ -316,6 +377,11 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
         from raytestbed.core.profile import default_profiles
 
         profile = default_profiles().get(job.model)
+    pool = getattr(emu, "pool", None)
+    if worker_pool and pool is None:
+        raise ConfigError(f"job {job.job_id}: worker_pool=True but the EmuCluster was started without a worker pool")
+    if worker_pool is False:
+        pool = None
     plan = plan_job(job, placement, emu.cluster, iterations=iterations, mode=mode,
                     start_iteration=start_iteration, profile=profile)
-    return JobRun(emu, job, placement, plan, reporter)
+    return JobRun(emu, job, placement, plan, reporter, pool=pool)

@@ -1,0 +1,272 @@
+"""The worker pool: long-lived host actors that run the jobs' workers as plain objects.
+
+Creating a Ray actor starts a worker process: ~1 s on a quiet 2-core host, 3-30 s under load
+(docs/benchmarks.md, "Worker pool"). Without the pool every (re)start of a job pays that per stage
+replica, on the trial clock. With the pool, :class:`~raytestbed.emu.cluster.EmuCluster` starts,
+before any trial clock runs,
+
+* one :class:`RunHost` per GPU group (``gpus_per_actor`` GPUs, default 1 = one per emulated GPU),
+  placed in that group's placement-group bundle — the node and bundle ``worker_options(gpu)``
+  places a per-job worker in, without taking the ``emu_gpu`` resource (so per-job actors can
+  still be placed there: ``start_job(..., worker_pool=False)``); it dies with its server;
+* one :class:`MonitorHost` (a sync actor: calls from one caller run in order) for the jobs'
+  monitors, placed anywhere (it never dies with a server).
+
+The parameter-server tasks of a run live in the :class:`~raytestbed.emu.server.ServerActor` of
+their server (a :class:`RunHost` too), so they die with it as well.
+
+Starting a job then only sends RPCs: each host creates the run's objects (``StageWorker``,
+``ParamServer``, ``JobMonitor`` — the same classes, unchanged, that per-job actors run) keyed by
+``(run_key, name)``; the objects talk to each other through :class:`RunProxy` objects, which look
+like actor handles (``proxy.deliver.remote(...)``) and call ``host.call.remote(run_key, name,
+"deliver", ...)``. Every call runs as a task registered under its run key, and
+:meth:`RunHost.drop` cancels them and forgets the objects: preemption kills no process, and a
+late message of an old run finds no object under its key (every run has a new key) and is
+dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+
+log = logging.getLogger(__name__)
+
+#: calls that are silently dropped when their object is gone (late messages of a finished run)
+QUIET = frozenset({"deliver", "push", "record", "records"})
+
+
+def new_run_key(job_id: int) -> tuple[int, str]:
+    """A run key unique across runs, restarts and driver processes: ``(job_id, random hex)``."""
+    return (int(job_id), uuid.uuid4().hex[:12])
+
+
+class _Method:
+    __slots__ = ("_handle", "_lead", "_name")
+
+    def __init__(self, handle, lead: tuple, name: str) -> None:
+        self._handle, self._lead, self._name = handle, lead, name
+
+    def remote(self, *args):
+        return self._handle.call.remote(*self._lead, self._name, *args)
+
+
+class RunProxy:
+    """Stands in for an actor handle of object ``name`` of run ``run_key`` inside host ``handle``:
+    ``proxy.m.remote(*args)`` is ``handle.call.remote(run_key, name, "m", *args)``. Picklable."""
+
+    def __init__(self, handle, run_key, name) -> None:
+        self._handle = handle
+        self._lead = (run_key, name)
+
+    @property
+    def host(self):
+        return self._handle
+
+    def __getattr__(self, method: str) -> _Method:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        return _Method(self._handle, self._lead, method)
+
+    def __repr__(self) -> str:
+        return f"RunProxy{self._lead}"
+
+
+class RunHost:
+    """Async host of run objects (see the module docstring). Subclassed by ServerActor.
+
+    ``create(run_key, name, cls, *args)`` builds ``cls(*args)``; ``call(run_key, name, method,
+    *args)`` runs (and awaits, if a coroutine) ``obj.method(*args)`` as a task of the run;
+    ``drop(run_key)`` cancels the run's tasks and forgets its objects.
+    """
+
+    def _host_init(self) -> None:
+        if not hasattr(self, "_objs"):
+            self._objs: dict = {}
+            self._tasks: dict = {}
+
+    def __init__(self, label: str = "") -> None:
+        self.label = label
+        self._host_init()
+
+    async def ping(self) -> str:
+        return getattr(self, "label", "")
+
+    async def create(self, run_key, name, cls, *args) -> bool:
+        self._host_init()
+        self._objs[(run_key, name)] = cls(*args)
+        return True
+
+    async def setup(self, run_key, items: list) -> int:
+        """Create several objects of a run and make their first calls, in one message:
+        ``items`` = ``[(name, cls, args, [(method, args), ...]), ...]``; returns objects created."""
+        self._host_init()
+        for name, cls, args, calls in items:
+            obj = self._objs[(run_key, name)] = cls(*args)
+            for method, margs in calls:
+                res = getattr(obj, method)(*margs)
+                if asyncio.iscoroutine(res):
+                    await res
+        return len(items)
+
+    async def call(self, run_key, name, method: str, *args):
+        self._host_init()
+        obj = self._objs.get((run_key, name))
+        if obj is None:
+            if method in QUIET:
+                return None
+            raise LookupError(f"run {run_key}: no object {name!r} on this host (run dropped?)")
+        res = getattr(obj, method)(*args)
+        if not asyncio.iscoroutine(res):
+            return res
+        task = asyncio.ensure_future(res)
+        tasks = self._tasks.setdefault(run_key, set())
+        tasks.add(task)
+        task.add_done_callback(tasks.discard)
+        try:
+            return await task
+        except asyncio.CancelledError:
+            if task.cancelled():  # dropped; not this call itself being cancelled
+                return None
+            raise
+
+    async def drop(self, run_key) -> int:
+        """Cancel the run's calls in progress and forget its objects; returns objects dropped."""
+        self._host_init()
+        for task in list(self._tasks.pop(run_key, ())):
+            task.cancel()
+        gone = [k for k in self._objs if k[0] == run_key]
+        for k in gone:
+            del self._objs[k]
+        return len(gone)
+
+    async def runs(self) -> list:
+        """Run keys with objects on this host (for tests and diagnostics)."""
+        self._host_init()
+        return sorted({k[0] for k in self._objs}, key=repr)
+
+    async def pid(self) -> int:
+        import os
+
+        return os.getpid()
+
+
+class MonitorHost:
+    """Sync host of the runs' ``JobMonitor`` objects (one actor; calls from one caller run in order)."""
+
+    def __init__(self) -> None:
+        self._objs: dict = {}
+
+    def ping(self) -> str:
+        return "monitor"
+
+    def create(self, run_key, name, cls, *args) -> bool:
+        self._objs[(run_key, name)] = cls(*args)
+        return True
+
+    def call(self, run_key, name, method: str, *args):
+        obj = self._objs.get((run_key, name))
+        if obj is None:
+            if method in QUIET:
+                return None
+            raise LookupError(f"run {run_key}: no object {name!r} on the monitor host")
+        return getattr(obj, method)(*args)
+
+    def drop(self, run_key) -> int:
+        gone = [k for k in self._objs if k[0] == run_key]
+        for k in gone:
+            del self._objs[k]
+        return len(gone)
+
+    def runs(self) -> list:
+        return sorted({k[0] for k in self._objs}, key=repr)
+
+
+class WorkerPool:
+    """The pool of an EmuCluster: host actors started at once (see the module docstring).
+
+    Args:
+        emu: the EmuCluster (its placement groups, ServerActors and ``bundle_options``).
+        ready_timeout_s: wall seconds to wait for every host to answer.
+    """
+
+    def __init__(self, emu, ready_timeout_s: float) -> None:
+        import ray
+
+        from raytestbed.errors import ConfigError
+
+        self.emu = emu
+        self._host_cls = ray.remote(num_cpus=0)(RunHost)
+        self._gpu_host: dict[int, object] = {}
+        self.hosts: list = []
+        for grp in emu.gpu_groups:
+            h = self._spawn(grp)
+            for g in grp:
+                self._gpu_host[g] = h
+        self.monitor = ray.remote(num_cpus=0)(MonitorHost).options(max_concurrency=1).remote()
+        pings = [h.ping.remote() for h in self.hosts] + [self.monitor.ping.remote()]
+        _, late = ray.wait(pings, num_returns=len(pings), timeout=ready_timeout_s)
+        if late:
+            raise ConfigError(
+                f"emulator: {len(late)} of {len(pings)} worker-pool actors did not start within {ready_timeout_s:g} s "
+                f"(host overloaded?); raise ready_timeout_s, emulate fewer GPUs, raise gpus_per_actor, or "
+                f"run without the pool (worker_pool=False)")
+        ray.get(pings)
+
+    def _spawn(self, grp: tuple[int, ...]):
+        h = self._host_cls.options(max_concurrency=100_000, **self.emu.bundle_options(grp[0])).remote(
+            f"gpus {','.join(map(str, grp))}")
+        self.hosts.append(h)
+        return h
+
+    @property
+    def processes(self) -> int:
+        """Host processes of the pool (GPU hosts + the monitor host)."""
+        return len(self.emu.gpu_groups) + 1
+
+    def host(self, gpu: int):
+        """The host actor of emulated GPU ``gpu``; raises ServerLostError if its server was lost."""
+        self.emu.bundle_options(gpu)  # raises for GPUs of lost servers
+        return self._gpu_host[gpu]
+
+    def ps_host(self, server: int):
+        """The host of PS tasks on ``server``: its ServerActor."""
+        from raytestbed.emu.fabric import ServerLostError
+
+        if server not in self.emu.alive_servers():
+            raise ServerLostError(f"emulator: server {server} was lost")
+        return self.emu.server_actor(server)
+
+    def heal(self, gpus, timeout_s: float = 30.0) -> list[int]:
+        """Replace the hosts of ``gpus`` that died by themselves (their server still alive); returns them."""
+        import ray
+
+        groups = {self.emu.group_of(g) for g in gpus}
+        replaced: list[int] = []
+        for grp in groups:
+            h = self._gpu_host[grp[0]]
+            try:
+                ray.get(h.ping.remote(), timeout=timeout_s)
+                continue
+            except ray.exceptions.GetTimeoutError:
+                continue  # alive but busy
+            except Exception:  # dead
+                pass
+            self.emu.bundle_options(grp[0])  # lost server: ServerLostError, no respawn
+            log.warning("worker pool: host of GPUs %s died; starting a new one", grp)
+            new = self._spawn(grp)
+            ray.get(new.ping.remote(), timeout=max(timeout_s, 60.0))
+            for g in grp:
+                self._gpu_host[g] = new
+            replaced += list(grp)
+        return replaced
+
+    def shutdown(self) -> None:
+        import ray
+
+        for a in self.hosts + [self.monitor]:
+            try:
+                ray.kill(a, no_restart=True)
+            except Exception:
+                pass
