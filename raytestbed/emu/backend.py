@@ -251,6 +251,8 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
     policies = [p for p in (policy, network_policy) if p is not None]
     with EmuCluster(cluster, time_scale=factor, address=cfg.address, mode=cfg.fabric,
                     worker_pool=getattr(cfg, "worker_pool", True)) as emu:
+        if emu.pool is not None and cfg.compute == "real":
+            emu.pool.preload_real_compute()  # torch in every GPU host, before the trial clock
         backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, poll_s=cfg.progress_s,
                              on_event=on_event, on_decisions=on_decisions, progress=progress)
         if on_engine is not None:

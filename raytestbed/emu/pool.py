@@ -141,6 +141,12 @@ class RunHost:
             del self._objs[k]
         return len(gone)
 
+    async def preload(self, modules: list[str]) -> list[str]:
+        """Import ``modules`` now (before a trial clock runs) instead of at the first run."""
+        import importlib
+
+        return [importlib.import_module(m).__name__ for m in modules]
+
     async def runs(self) -> list:
         """Run keys with objects on this host (for tests and diagnostics)."""
         self._host_init()
@@ -173,6 +179,11 @@ class MonitorHost:
             raise LookupError(f"run {run_key}: no object {name!r} on the monitor host")
         return getattr(obj, method)(*args)
 
+    def preload(self, modules: list[str]) -> list[str]:
+        import importlib
+
+        return [importlib.import_module(m).__name__ for m in modules]
+
     def drop(self, run_key) -> int:
         gone = [k for k in self._objs if k[0] == run_key]
         for k in gone:
@@ -186,10 +197,16 @@ class MonitorHost:
 class WorkerPool:
     """The pool of an EmuCluster: host actors started at once (see the module docstring).
 
+    The GPU hosts import the executors' worker code (``WORKER_MODULES``) and the monitor host the
+    job monitor's (``MONITOR_MODULES``) when the pool starts, so the first job start does not.
+
     Args:
         emu: the EmuCluster (its placement groups, ServerActors and ``bundle_options``).
         ready_timeout_s: wall seconds to wait for every host to answer.
     """
+
+    WORKER_MODULES = ("raytestbed.emu.executors.worker",)
+    MONITOR_MODULES = ("raytestbed.emu.executors.job",)
 
     def __init__(self, emu, ready_timeout_s: float) -> None:
         import ray
@@ -205,7 +222,10 @@ class WorkerPool:
             for g in grp:
                 self._gpu_host[g] = h
         self.monitor = ray.remote(num_cpus=0)(MonitorHost).options(max_concurrency=1).remote()
-        pings = [h.ping.remote() for h in self.hosts] + [self.monitor.ping.remote()]
+        # the executors' code is imported now, not at the first job start (torch only for real compute:
+        # see preload_real_compute)
+        pings = [h.preload.remote(list(self.WORKER_MODULES)) for h in self.hosts]
+        pings.append(self.monitor.preload.remote(list(self.MONITOR_MODULES)))
         _, late = ray.wait(pings, num_returns=len(pings), timeout=ready_timeout_s)
         if late:
             raise ConfigError(
@@ -213,6 +233,13 @@ class WorkerPool:
                 f"(host overloaded?); raise ready_timeout_s, emulate fewer GPUs, raise gpus_per_actor, or "
                 f"run without the pool (worker_pool=False)")
         ray.get(pings)
+
+    def preload_real_compute(self, timeout_s: float = 300.0) -> None:
+        """Import torch and the real-compute stage code in every GPU host now (``compute: real``
+        trials call this before the clock starts; ~170 MB and seconds per host)."""
+        import ray
+
+        ray.get([h.preload.remote(["raytestbed.emu.executors.compute"]) for h in self.hosts], timeout=timeout_s)
 
     def _spawn(self, grp: tuple[int, ...]):
         h = self._host_cls.options(max_concurrency=100_000, **self.emu.bundle_options(grp[0])).remote(
@@ -256,7 +283,7 @@ class WorkerPool:
             self.emu.bundle_options(grp[0])  # lost server: ServerLostError, no respawn
             log.warning("worker pool: host of GPUs %s died; starting a new one", grp)
             new = self._spawn(grp)
-            ray.get(new.ping.remote(), timeout=max(timeout_s, 60.0))
+            ray.get(new.preload.remote(list(self.WORKER_MODULES)), timeout=max(timeout_s, 60.0))
             for g in grp:
                 self._gpu_host[g] = new
             replaced += list(grp)
