@@ -51,6 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SLOT_S = 60.0
 VARIANTS = {
     "gadget": ("gadget", {}),
+    "gadget-float": ("gadget", {"tiny_pi": "drop"}),
     "gadget-tb": ("gadget", {"tie_break": 1e-6, "max_jobs": 300}),
     "gadget-env": ("gadget", {"envelope": True}),
     "fifo-ring": ("fifo-ring", {}),
@@ -88,8 +89,12 @@ def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
                 print(f"fig4 jobs={n} seed={seed} {v:<10} U={u:10.1f} finished={done:5d} wall={wall:6.1f}s", flush=True)
     df = pd.DataFrame(rows)
     df.to_csv(out / "fig4_utility.csv", index=False)
-    mean = df.groupby(["jobs", "policy"])["total_utility"].mean().unstack()
-    ax = mean[list(variants)].plot(marker="o", figsize=(6, 4))
+    g = df.groupby(["jobs", "policy"])["total_utility"]
+    mean, lo, hi = g.mean().unstack(), g.min().unstack(), g.max().unstack()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for v in variants:
+        ax.errorbar(mean.index, mean[v], yerr=[mean[v] - lo[v], hi[v] - mean[v]], marker="o", capsize=3, label=v)
+    ax.legend()
     ax.set_xlabel("number of jobs")
     ax.set_ylabel("total utility at T")
     ax.set_title("GADGET Fig. 4 (ours): total utility")
@@ -124,7 +129,8 @@ def fig56(cluster, units, seeds, slots, n_jobs, variant, which: str, out: Path) 
             jobs = workload(c, n_jobs, slots, seed)
             u, done, pol, wall = run_policy(c, jobs, variant, slots, seed)
             r = [s["embedded"] / s["active"] for s in pol.slot_log if s["active"] > 0]
-            rc = [s["embedded"] / s["candidates"] for s in pol.slot_log if s["candidates"] > 0]
+            rc = [s.get("embedded_by_solver", s["embedded"]) / s["candidates"] for s in pol.slot_log
+                  if s["candidates"] > 0]
             rows.append(dict(units=k, seed=seed, gpus=c.total_gpus, embedded_ratio=float(np.mean(r)),
                              embedded_of_candidates=float(np.mean(rc)) if rc else math.nan,
                              total_utility=u, wall_s=wall))
@@ -133,11 +139,14 @@ def fig56(cluster, units, seeds, slots, n_jobs, variant, which: str, out: Path) 
     df = pd.DataFrame(rows)
     name = "fig5_node" if which == "node" else "fig6_edge"
     df.to_csv(out / f"{name}.csv", index=False)
-    m = df.groupby("units")["embedded_ratio"].mean()
+    g = df.groupby("units")["embedded_ratio"]
+    m, lo, hi = g.mean(), g.min(), g.max()
     mc = df.groupby("units")["embedded_of_candidates"].mean()
     fig, ax = plt.subplots(figsize=(5, 3.5))
-    ax.plot(m.index, m.values, marker="o", label="embedded / active")
-    ax.plot(mc.index, mc.values, marker="s", label="embedded / active with pi > 0")
+    ax.errorbar(m.index, m.values, yerr=[m.values - lo.values, hi.values - m.values], marker="o", capsize=3,
+                label="embedded / active (min-max over seeds)")
+    ax.plot(mc.index, mc.values, marker="s", label="embedded / active with pi > tol")
+    ax.set_xscale("log")
     ax.legend()
     ax.set_xlabel(f"{which} capacity (units: {'100 GPUs' if which == 'node' else 'mean ToR-core link = 200 Gbit/s'})")
     ax.set_ylabel("embedded / active jobs per slot")
@@ -188,6 +197,7 @@ def fig7(sizes, instances, time_limit, out: Path, cluster: Cluster) -> pd.DataFr
                 if ex.utility <= 1e-9:
                     continue
                 sols = {"lp_rs_mde": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), fill=False),
+                        "lp_rs_mde u_b=1": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), u_b=1, fill=False),
                         "lp_rs_mde+fill": solve_lp_rs_mde(jobs, sub, np.random.default_rng(s), fill=True),
                         "greedy": solve_greedy(jobs, sub)}
                 for name, sol in sols.items():
@@ -224,23 +234,42 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
          "## Fig. 4 — total utility vs number of jobs", "",
          "Paper: GADGET clearly above FIFO, DRF and LAS, the gap growing with the number of jobs (no numbers in "
          "the text).", ""]
-    m = f4.groupby(["jobs", "policy"])["total_utility"].mean().unstack() if len(f4) else pd.DataFrame()
+    g4 = f4.groupby(["jobs", "policy"])["total_utility"] if len(f4) else None
+    m = g4.mean().unstack() if g4 is not None else pd.DataFrame()
+    lo = g4.min().unstack() if g4 is not None else pd.DataFrame()
+    hi = g4.max().unstack() if g4 is not None else pd.DataFrame()
     cols = [c for c in VARIANTS if c in m.columns]
-    L.append("| jobs | " + " | ".join(cols) + " | best GADGET / best baseline |")
-    L.append("|---" * (len(cols) + 2) + "|")
+    base = [c for c in cols if not c.startswith("gadget")]
+    nseeds = f4["seed"].nunique() if len(f4) else 0
+    L.append(f"Mean over {nseeds} seed(s) (min–max); last columns: each GADGET variant's mean / the best "
+             "baseline's mean, and the smallest per-seed ratio.")
+    L.append("")
+    gcols = [c for c in cols if c.startswith("gadget")]
+    L.append("| jobs | " + " | ".join(cols) + " | " + " | ".join(f"{g} / best baseline (min seed)" for g in gcols) + " |")
+    L.append("|---" * (len(cols) + len(gcols) + 1) + "|")
     for n, r in m.iterrows():
-        g = max(r.get(c, -np.inf) for c in cols if c.startswith("gadget"))
-        b = max(r.get(c, -np.inf) for c in cols if not c.startswith("gadget"))
-        L.append(f"| {n} | " + " | ".join(f"{r[c]:.0f}" for c in cols) + f" | {g / b:.3f} |")
+        cells = [f"{r[c]:.0f} ({lo.loc[n, c]:.0f}–{hi.loc[n, c]:.0f})" if nseeds > 1 else f"{r[c]:.0f}" for c in cols]
+        ratios = []
+        for g in gcols:
+            b = max(r[c] for c in base) if base else np.nan
+            per = f4[f4["jobs"] == n].pivot(index="seed", columns="policy", values="total_utility")
+            pmin = (per[g] / per[base].max(axis=1)).min() if base else np.nan
+            ratios.append(f"{r[g] / b:.3f} ({pmin:.3f})")
+        L.append(f"| {n} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     L += ["", "![fig4](fig4_utility.png)", ""]
     for name, df, paper in (("Fig. 5 — embedded ratio vs node capacity", f5, "rises with node (GPU) capacity"),
                             ("Fig. 6 — embedded ratio vs edge capacity", f6, "rises with edge (bandwidth) capacity")):
         L += [f"## {name}", "", f"Paper: the ratio {paper} (averaged over 3 trials; values only in the plot).", "",
-              "| units | GPUs | embedded / active (ours) | embedded / active with pi > 0 (ours) | total utility |",
+              "Mean over seeds (min–max).", "",
+              "| units | GPUs | embedded / active (ours) | embedded / active with pi > tol (ours) | total utility |",
               "|---|---|---|---|---|"]
+
+        def cell(g, col, fmt):
+            return f"{g[col].mean():{fmt}} ({g[col].min():{fmt}}–{g[col].max():{fmt}})"
+
         for k, g in df.groupby("units"):
-            L.append(f"| {k} | {int(g['gpus'].iloc[0])} | {g['embedded_ratio'].mean():.3f} | "
-                     f"{g['embedded_of_candidates'].mean():.3f} | {g['total_utility'].mean():.0f} |")
+            L.append(f"| {k} | {int(g['gpus'].iloc[0])} | {cell(g, 'embedded_ratio', '.3f')} | "
+                     f"{cell(g, 'embedded_of_candidates', '.3f')} | {cell(g, 'total_utility', '.0f')} |")
         L += ["", f"![{name}]({'fig5_node' if 'node' in name else 'fig6_edge'}.png)", ""]
     L += ["## Fig. 7 — per-slot G-VNE utility / exact optimum", "",
           "Paper: 60%–80% of the Gurobi optimum.", "",
@@ -265,8 +294,11 @@ def main(argv=None) -> None:
     ap.add_argument("--slots", type=int, default=200)
     ap.add_argument("--counts", default=None, help="Fig. 4 job counts, e.g. 500,1000,2000,3000,4000")
     ap.add_argument("--seeds", default=None, help="seeds, e.g. 1,2,3")
-    ap.add_argument("--fig56-variant", default="gadget-env", choices=[v for v in VARIANTS if v.startswith("gadget")])
+    ap.add_argument("--fig56-variant", default="gadget", choices=[v for v in VARIANTS if v.startswith("gadget")])
     ap.add_argument("--fig56-jobs", type=int, default=None)
+    ap.add_argument("--fig56-slots", type=int, default=None, help="horizon of the Figs. 5-6 runs (default --slots)")
+    ap.add_argument("--node-units", default=None, help="Fig. 5 node capacities in units of 100 GPUs, e.g. 1,2,4")
+    ap.add_argument("--edge-units", default=None, help="Fig. 6 edge capacities in units of 200 Gbit/s, e.g. 0.1,1,4")
     ap.add_argument("--variants", default=None, help="Fig. 4 policies, e.g. gadget,gadget-env,fifo-ring,drf,las")
     ap.add_argument("--fig7-instances", type=int, default=None)
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
@@ -293,12 +325,15 @@ def main(argv=None) -> None:
     if "4" not in skip:
         f4 = fig4(cluster, counts, seeds, slots, variants, out)
         report(out, f4, f5, f6, f7, args)
-    n56 = args.fig56_jobs or (300 if q else 500)
+    n56 = args.fig56_jobs or (300 if q else 4000)
+    s56 = args.fig56_slots or slots
+    nu = [float(x) for x in args.node_units.split(",")] if args.node_units else ([1, 2] if q else [0.5, 1, 2, 4])
+    eu = [float(x) for x in args.edge_units.split(",")] if args.edge_units else ([0.25, 1] if q else [0.1, 0.25, 1, 4])
     if "5" not in skip:
-        f5 = fig56(cluster, [1, 2] if q else [1, 2, 4], seeds, slots, n56, args.fig56_variant, "node", out)
+        f5 = fig56(cluster, nu, seeds, s56, n56, args.fig56_variant, "node", out)
         report(out, f4, f5, f6, f7, args)
     if "6" not in skip:
-        f6 = fig56(cluster, [0.25, 1] if q else [0.1, 0.25, 1, 4], seeds, slots, n56, args.fig56_variant, "edge", out)
+        f6 = fig56(cluster, eu, seeds, s56, n56, args.fig56_variant, "edge", out)
         report(out, f4, f5, f6, f7, args)
     print(f"wrote {out}/report.md")
 

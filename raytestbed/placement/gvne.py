@@ -75,6 +75,7 @@ class SlotJob:
     pi: tuple[float, ...]
     b_bps: float
     mem_gb: float = 0.0
+    log_pi: tuple[float, ...] = ()  #: log pi_{i,kappa} computed without underflow (optional; see fill_by_log_pi)
 
     @property
     def q(self) -> int:
@@ -681,6 +682,8 @@ def _fill(embs: dict[int, RingEmbedding], jobs: list[SlotJob], sub: Substrate) -
     rest = [j for j in jobs if j.job_id not in out and max(j.pi) > 0]
     rest.sort(key=lambda j: -max(p / (k + 1) for k, p in enumerate(j.pi)))
     for j in rest:
+        if not (res.gpu > 0).any():
+            break
         e = _best_greedy(j, res)
         if e is not None:
             res.take(e)
@@ -697,6 +700,38 @@ def _best_greedy(j: SlotJob, res: Substrate) -> RingEmbedding | None:
         if e is not None:
             return e
     return None
+
+
+def fill_by_log_pi(embs: dict[int, RingEmbedding], jobs: list[SlotJob], sub: Substrate) -> dict[int, RingEmbedding]:
+    """Give leftover capacity to jobs whose pi is below float resolution, largest exact pi first.
+
+    The per-slot objective (10) is strictly increasing in every unsaturated job's
+    workers (a sigmoid is strictly increasing), so its exact optimum never leaves a
+    GPU idle that some active job could use, however small that job's pi. In float64
+    (and within an LP solver's tolerances) such pi are 0. This stage compares them by
+    ``log_pi`` (exact, :meth:`~raytestbed.placement.utility.JobUtility.log_gain`): jobs
+    by their largest log pi descending, each given the largest ring (largest pi) that
+    fits in the residual substrate — the greedy limit of re-solving (10) on ever smaller
+    utility scales. ``embs`` is kept; returns the extended dict.
+    """
+    res = sub.copy()
+    for e in embs.values():
+        res.take(e)
+    out = dict(embs)
+    rest = [j for j in jobs if j.job_id not in out and j.log_pi and np.isfinite(max(j.log_pi))]
+    rest.sort(key=lambda j: (-max(j.log_pi), j.job_id))
+    for j in rest:
+        if not (res.gpu > 0).any():
+            break
+        for k in sorted(range(1, j.q + 1), key=lambda k: (-j.log_pi[k - 1], -k)):
+            if not np.isfinite(j.log_pi[k - 1]):
+                break
+            e = greedy_ring(j.job_id, k, j.b_bps, res, j.mem_gb)
+            if e is not None:
+                res.take(e)
+                out[j.job_id] = e
+                break
+    return out
 
 
 def solve_greedy(jobs: list[SlotJob], sub: Substrate) -> SlotSolution:

@@ -101,6 +101,31 @@ class JobUtility:
             out = self.lambda1 * (u - self.energy_weight * u * u)
         return float(out) if out.ndim == 0 else out
 
+    def log_gain(self, x0, x1) -> np.ndarray:
+        """log(mu(x1) - mu(x0)) for x1 >= x0, computed without underflow (-inf where the gain is 0).
+
+        For the sigmoid the gain lambda1 (s(B) - s(A)), A = lambda2 (x0 - lambda3),
+        B = lambda2 (x1 - lambda3), s = logistic, is far below float64's range for a
+        job far from lambda3 (e.g. lambda2 = 0.5, 1500 iterations short: e^-750), but its
+        logarithm is exact: log s(B) + log(1 - s(A)/s(B)) below lambda3 and the mirrored
+        form above it. Other utilities: log of the plain difference.
+        """
+        a = np.asarray(x0, dtype=float)
+        b = np.asarray(x1, dtype=float)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if self.kind != "sigmoid":
+                return np.log(np.maximum(np.asarray(self.mu(b)) - np.asarray(self.mu(a)), 0.0))
+            A = self.lambda2 * (a - self.lambda3)
+            B = self.lambda2 * (b - self.lambda3)
+
+            def logsig(v):
+                return -np.logaddexp(0.0, -v)
+
+            lower = logsig(B) + np.log1p(-np.exp(logsig(A) - logsig(B)))
+            upper = logsig(-A) + np.log1p(-np.exp(logsig(-B) - logsig(-A)))
+            out = np.where(A >= 0, upper, lower) + np.log(self.lambda1)
+            return np.where(B > A, out, -np.inf)
+
     def increments(self, worker_slots: float, q: int) -> tuple[float, ...]:
         """pi_kappa for kappa = 1..q given z (worker-slots so far)."""
         x = self.zeta * worker_slots

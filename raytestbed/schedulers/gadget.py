@@ -26,7 +26,14 @@ lambda3, and the LP would leave GPUs idle rather than give them to such jobs; a
 tiny positive value makes the slot problem work-conserving without changing the
 order among jobs whose pi are larger. ``envelope`` (default off) computes pi from the
 least concave majorant of the sigmoid (:class:`~raytestbed.placement.utility.JobUtility`),
-restoring the concavity the analysis assumes. ``max_jobs`` (default 0 = all) bounds the
+restoring the concavity the analysis assumes. ``tiny_pi`` (default ``"order"``): a job
+whose pi is below ``pi_tol`` (1e-6; far below lambda3 or past it, pi is e^-40 .. e^-700
+or underflows to exactly 0 in float64) is not handed to the LP, whose tolerances cannot
+see it, but gets leftover capacity afterwards in the order of its exact pi, compared by
+logarithm (:func:`raytestbed.placement.gvne.fill_by_log_pi`) — what the exact optimum of
+(10) does, since the sigmoid is strictly increasing. ``"drop"`` reproduces the float64
+reading (jobs whose pi is exactly 0 get nothing; GPUs stay idle and such jobs starve).
+``max_jobs`` (default 0 = all) bounds the
 jobs handed to the solver per slot to those with the largest pi/kappa.
 """
 
@@ -40,13 +47,14 @@ import numpy as np
 from raytestbed.core.job import Job
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
-from raytestbed.placement.gvne import SlotJob, solve_slot
+from raytestbed.placement.gvne import SlotJob, fill_by_log_pi, solve_slot
 from raytestbed.placement.ring_embedding import RingEmbedding, Substrate
 from raytestbed.placement.utility import UTILITIES, JobUtility, job_utility
 from raytestbed.schedulers.base import register_policy
 from raytestbed.schedulers.ring_base import SlottedRingPolicy, job_b, job_mem
 
 MODES = ("lp_rs_mde", "exact", "greedy")
+TINY_PI = ("order", "drop")
 
 
 @register_policy
@@ -59,13 +67,15 @@ class GadgetPolicy(SlottedRingPolicy):
     def __init__(self, seed: int = 0, slot_s: float = 60.0, mode: str = "lp_rs_mde", utility: str = "sigmoid",
                  u_b: int = 50, samples: int = 20, fill: bool = True, tie_break: float = 0.0,
                  max_jobs: int = 0, energy_weight: float = 0.5, exact_time_limit_s: float = 10.0,
-                 envelope: bool = False) -> None:
+                 envelope: bool = False, tiny_pi: str = "order", pi_tol: float = 1e-6) -> None:
         super().__init__(seed, slot_s)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
         if utility not in UTILITIES:
             raise ValueError(f"utility must be one of {', '.join(UTILITIES)}, got {utility!r}")
-        if u_b < 1 or samples < 1 or tie_break < 0 or max_jobs < 0:
+        if tiny_pi not in TINY_PI:
+            raise ValueError(f"tiny_pi must be one of {', '.join(TINY_PI)}, got {tiny_pi!r}")
+        if u_b < 1 or samples < 1 or tie_break < 0 or max_jobs < 0 or pi_tol < 0:
             raise ValueError("u_b and samples must be >= 1, tie_break and max_jobs >= 0")
         self.mode = mode
         self.utility = utility
@@ -77,12 +87,15 @@ class GadgetPolicy(SlottedRingPolicy):
         self.energy_weight = float(energy_weight)
         self.exact_time_limit_s = float(exact_time_limit_s)
         self.envelope = bool(envelope)
+        self.tiny_pi = tiny_pi
+        self.pi_tol = float(pi_tol)
         self.rng = np.random.default_rng(seed)
         self._util: dict[int, JobUtility] = {}
 
     def params(self) -> dict[str, Any]:
         return {"slot_s": self.slot_s, "mode": self.mode, "utility": self.utility, "u_b": self.u_b,
-                "samples": self.samples, "fill": self.fill, "tie_break": self.tie_break, "max_jobs": self.max_jobs, "envelope": self.envelope}
+                "samples": self.samples, "fill": self.fill, "tie_break": self.tie_break, "max_jobs": self.max_jobs,
+                "envelope": self.envelope, "tiny_pi": self.tiny_pi, "pi_tol": self.pi_tol}
 
     def on_arrival(self, job: Job, view: ClusterView) -> None:
         missing = [k for k in ("zeta", "F", "b_bps") if k not in job.extra]
@@ -113,13 +126,18 @@ class GadgetPolicy(SlottedRingPolicy):
             mu = u.mu_envelope if self.envelope else u.mu
             pi = np.maximum(np.asarray(mu(np.minimum(x + u.zeta * k, u.budget))) - mu(x), 0.0)
             pi = np.atleast_1d(pi) + self.tie_break * k
-            out.append(SlotJob(jid, tuple(float(p) for p in pi), job_b(job), job_mem(job)))
+            log_pi: tuple[float, ...] = ()
+            if self.tiny_pi == "order" and not self.envelope and pi.max() <= self.pi_tol:
+                log_pi = tuple(float(v) for v in np.atleast_1d(u.log_gain(x, np.minimum(x + u.zeta * k, u.budget))))
+            out.append(SlotJob(jid, tuple(float(p) for p in pi), job_b(job), job_mem(job), log_pi))
         return out
 
     def decide(self, view: ClusterView) -> dict[int, RingEmbedding]:
         jobs = self.slot_jobs(view)
         active = len(jobs)
-        jobs = [j for j in jobs if max(j.pi) > 0.0]
+        tol = self.pi_tol if self.tiny_pi == "order" else 0.0
+        tiny = [j for j in jobs if j.log_pi]
+        jobs = [j for j in jobs if max(j.pi) > tol]
         if self.max_jobs and len(jobs) > self.max_jobs:
             jobs.sort(key=lambda j: (-max(p / (k + 1) for k, p in enumerate(j.pi)), j.job_id))
             jobs = jobs[: self.max_jobs]
@@ -130,8 +148,12 @@ class GadgetPolicy(SlottedRingPolicy):
         elif self.mode == "exact":
             kw = {"time_limit": self.exact_time_limit_s}
         sol = solve_slot(jobs, sub, self.mode, rng=self.rng, **kw)
+        n_main = len(sol.embeddings)
+        if tiny:
+            sol.embeddings = fill_by_log_pi(sol.embeddings, tiny, sub)
         self.slot_log.append({
             "t": view.now, "active": active, "candidates": len(jobs), "embedded": len(sol.embeddings),
+            "embedded_by_solver": n_main, "tiny": len(tiny),
             "utility": sol.utility, "lp_bound": sol.lp_bound, "rounding_utility": sol.rounding_utility,
             "clean_roundings": sol.clean_roundings, "fallback": sol.fallback, "wall_s": sol.wall_s,
         })
