@@ -230,7 +230,7 @@ def fig7(sizes, instances, time_limit, out: Path, cluster: Cluster) -> pd.DataFr
 
 
 def fig7_online(cluster: Cluster, n_jobs: int, slots: int, seed: int, every: int, time_limit: float,
-                out: Path) -> pd.DataFrame:
+                out: Path, variant: str = "gadget") -> pd.DataFrame:
     """Fig. 7 like the paper: the per-slot problems (12) that GADGET itself meets in an online run.
 
     Runs ``gadget`` (the paper's objective) on the full 50-server cluster and records the exact
@@ -253,7 +253,7 @@ def fig7_online(cluster: Cluster, n_jobs: int, slots: int, seed: int, every: int
 
     gmod.solve_slot = recording
     try:
-        run_policy(cluster, workload(cluster, n_jobs, slots, seed), "gadget", slots, seed)
+        run_policy(cluster, workload(cluster, n_jobs, slots, seed), variant, slots, seed)
     finally:
         gmod.solve_slot = orig
     rows = []
@@ -266,7 +266,7 @@ def fig7_online(cluster: Cluster, n_jobs: int, slots: int, seed: int, every: int
                 "greedy": solve_greedy(jobs, sub)}
         for name, sol in sols.items():
             validate_embeddings(sol.embeddings.values(), sub)
-            rows.append(dict(slot=k, candidates=len(jobs), solver=name, utility=sol.utility, optimum=ex.utility,
+            rows.append(dict(variant=variant, slot=k, candidates=len(jobs), solver=name, utility=sol.utility, optimum=ex.utility,
                              ratio=sol.utility / ex.utility, exact_proven=ex.optimal, lp_bound=sol.lp_bound,
                              clean_roundings=sol.clean_roundings, tries=sol.tries, exact_wall_s=ex.wall_s,
                              exact_mip_gap=ex.info.get("mip_gap")))
@@ -274,7 +274,7 @@ def fig7_online(cluster: Cluster, n_jobs: int, slots: int, seed: int, every: int
               + " ".join(f"{n}={v.utility / ex.utility:.3f}" for n, v in sols.items())
               + f" (exact {ex.wall_s:.1f}s, proven={ex.optimal})", flush=True)
     df = pd.DataFrame(rows)
-    df.to_csv(out / "fig7_online.csv", index=False)
+    df.to_csv(out / f"fig7_online_{variant}.csv", index=False)
     return df
 
 
@@ -338,7 +338,7 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
     f7o = getattr(args, "f7o", None)
     if f7o is not None and len(f7o):
         L += ["### Fig. 7 on the slots of an online run (the paper's setting)", "",
-              f"`gadget` on the 50-server cluster, {args.fig7_online_jobs} jobs over {args.fig7_online_slots} slots, "
+              f"`{args.fig7_online_variant}` on the 50-server cluster, {args.fig7_online_jobs} jobs over {args.fig7_online_slots} slots, "
               f"every {args.fig7_online_every}th slot's solver input; {f7o['slot'].nunique()} slots, "
               f"{f7o['candidates'].min()}–{f7o['candidates'].max()} candidate jobs, exact proven optimal in "
               f"{int(f7o.groupby('slot')['exact_proven'].first().sum())}.", "",
@@ -368,6 +368,7 @@ def main(argv=None) -> None:
     ap.add_argument("--fig7-instances", type=int, default=None)
     ap.add_argument("--fig7-online-jobs", type=int, default=0, help="Fig. 7 on an online run's slots (0: skip)")
     ap.add_argument("--fig7-online-slots", type=int, default=50)
+    ap.add_argument("--fig7-online-variant", default="gadget", choices=[v for v in VARIANTS if v.startswith("gadget")])
     ap.add_argument("--fig7-online-every", type=int, default=5)
     ap.add_argument("--budget-mode", default="iterations", choices=["iterations", "literal"],
                     help="F_i in worker-iterations (default, GD-8) or literally in worker-slots (never binds)")
@@ -397,7 +398,7 @@ def main(argv=None) -> None:
             f7 = fig7([4, 8, 16] if q else [4, 8, 12, 16, 24], n7, 30.0, out, cluster)
         if args.fig7_online_jobs:
             args.f7o = fig7_online(cluster, args.fig7_online_jobs, args.fig7_online_slots, seeds[0],
-                                   args.fig7_online_every, 60.0, out)
+                                   args.fig7_online_every, 60.0, out, args.fig7_online_variant)
         report(out, f4, f5, f6, f7, args)
     if "4" not in skip:
         f4 = fig4(cluster, counts, seeds, slots, variants, out)
