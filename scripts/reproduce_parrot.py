@@ -151,6 +151,8 @@ def main(argv=None) -> int:
                          "prints it, jobs of iteration_scale x trace iterations)")
     ap.add_argument("--deltas", default=None, help="fig10 Delta values (default 1,4,16; --quick 1,8)")
     ap.add_argument("--fb-limit", type=int, default=None, help="fb: first N coflows (default 150; --quick 30)")
+    ap.add_argument("--fb-arrival-scale", type=float, default=1.0,
+                    help="fb: factor on the trace's arrival times (< 1 compresses them: more overlap)")
     a = ap.parse_args(argv)
     if data_dir() is None:
         print("no data directory (set RAYTESTBED_DATA_DIR)", file=sys.stderr)
@@ -197,7 +199,8 @@ def main(argv=None) -> int:
                 go("fig10", s, 10, "ms60", {**base, "ps_max": delta}, a.seed)
     if "fb" in only:
         for s in [x for x in schemes if x in MAIN]:
-            go("fb", s, 10, "fb_coflow", {"limit": a.fb_limit or (30 if a.quick else 150)}, a.seed, servers=150)
+            go("fb", s, 10, "fb_coflow", {"limit": a.fb_limit or (30 if a.quick else 150),
+                                           "arrival_scale": a.fb_arrival_scale}, a.seed, servers=150)
 
     df = pd.DataFrame(rows)
     df.to_csv(a.out / "parrot_results.csv", index=False)
