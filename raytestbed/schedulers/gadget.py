@@ -33,6 +33,7 @@ see it, but gets leftover capacity afterwards in the order of its exact pi, comp
 logarithm (:func:`raytestbed.placement.gvne.fill_by_log_pi`) — what the exact optimum of
 (10) does, since the sigmoid is strictly increasing. ``"drop"`` reproduces the float64
 reading (jobs whose pi is exactly 0 get nothing; GPUs stay idle and such jobs starve).
+Only the raw objective needs this: with ``envelope`` or ``tie_break > 0`` every job's pi is visible.
 ``max_jobs`` (default 0 = all) bounds the
 jobs handed to the solver per slot to those with the largest pi/kappa.
 """
@@ -89,6 +90,8 @@ class GadgetPolicy(SlottedRingPolicy):
         self.envelope = bool(envelope)
         self.tiny_pi = tiny_pi
         self.pi_tol = float(pi_tol)
+        # the envelope and the tie-break already give every job a visible pi; only the raw objective needs it
+        self._order_tiny = tiny_pi == "order" and not self.envelope and self.tie_break == 0.0
         self.rng = np.random.default_rng(seed)
         self._util: dict[int, JobUtility] = {}
 
@@ -127,7 +130,7 @@ class GadgetPolicy(SlottedRingPolicy):
             pi = np.maximum(np.asarray(mu(np.minimum(x + u.zeta * k, u.budget))) - mu(x), 0.0)
             pi = np.atleast_1d(pi) + self.tie_break * k
             log_pi: tuple[float, ...] = ()
-            if self.tiny_pi == "order" and not self.envelope and pi.max() <= self.pi_tol:
+            if self._order_tiny and pi.max() <= self.pi_tol:
                 log_pi = tuple(float(v) for v in np.atleast_1d(u.log_gain(x, np.minimum(x + u.zeta * k, u.budget))))
             out.append(SlotJob(jid, tuple(float(p) for p in pi), job_b(job), job_mem(job), log_pi))
         return out
@@ -135,7 +138,7 @@ class GadgetPolicy(SlottedRingPolicy):
     def decide(self, view: ClusterView) -> dict[int, RingEmbedding]:
         jobs = self.slot_jobs(view)
         active = len(jobs)
-        tol = self.pi_tol if self.tiny_pi == "order" else 0.0
+        tol = self.pi_tol if self._order_tiny else 0.0
         tiny = [j for j in jobs if j.log_pi]
         jobs = [j for j in jobs if max(j.pi) > tol]
         if self.max_jobs and len(jobs) > self.max_jobs:
