@@ -146,6 +146,7 @@ def main(argv=None) -> int:
     ap.add_argument("--gbps", default="10,40", help="fig5 link speeds, Gbit/s (comma list)")
     ap.add_argument("--mus", default=None, help="fig9 mean gaps, seconds (default 0.1,0.4,1.0; --quick 0.1,1.0)")
     ap.add_argument("--fig9-jobs", type=int, default=100, help="fig9 number of jobs (paper: 100)")
+    ap.add_argument("--fig9-gbps", default="10", help="fig9 link speeds, Gbit/s (comma list; paper: 10,40)")
     ap.add_argument("--fig9-arrival-scale", type=float, default=1.0,
                     help="fig9: factor on the Poisson gaps (default 1: mu in simulated seconds as the paper "
                          "prints it, jobs of iteration_scale x trace iterations)")
@@ -187,9 +188,9 @@ def main(argv=None) -> int:
                 go("fig5", s, gbps, "ms60", base, a.seed)
     if "fig9" in only:
         mus = [float(x) for x in a.mus.split(",")] if a.mus else ((0.1, 1.0) if a.quick else (0.1, 0.4, 1.0))
-        for mu in mus:
+        for mu, gbps in ((m, float(g)) for g in a.fig9_gbps.split(",") for m in mus):
             for s in [x for x in schemes if x in MAIN]:
-                go("fig9", s, 10, "ms60_poisson", {**base, "arrival_scale": a.fig9_arrival_scale,
+                go("fig9", s, gbps, "ms60_poisson", {**base, "arrival_scale": a.fig9_arrival_scale,
                                                     "mean_gap_s": mu, "jobs": a.fig9_jobs},
                    a.seed)
     if "fig10" in only:
@@ -208,7 +209,7 @@ def main(argv=None) -> int:
           f"workloads; seed {a.seed}; {variant})", "",
           "Command: `PYTHONPATH=. python scripts/reproduce_parrot.py " + " ".join(argv if argv is not None
                                                                              else sys.argv[1:]) + "`", ""]
-    for exp, x, keys in (("fig5", "gbps", ["gbps"]), ("fig9", "mean_gap_s", ["mean_gap_s"]),
+    for exp, x, keys in (("fig5", "gbps", ["gbps"]), ("fig9", ["gbps", "mean_gap_s"], ["gbps", "mean_gap_s"]),
                          ("fig10", "ps_max", ["ps_max"]), ("fb", "gbps", ["gbps"])):
         d = df[df.experiment == exp] if len(df) else df
         if not len(d):
