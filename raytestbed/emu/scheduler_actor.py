@@ -49,10 +49,10 @@ from typing import Any
 import numpy as np
 
 from raytestbed.core.cluster import Cluster
+from raytestbed.core.decisions import DecisionBook, JobRecord
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState, RunningJob
-from raytestbed.errors import PolicyError
 from raytestbed.schedulers.base import (
     CoflowFinished,
     CoflowStarted,
@@ -66,15 +66,13 @@ from raytestbed.schedulers.base import (
     Policy,
     Preempt,
     Resize,
-    ServerLost,
     SetFlowRates,
     SetFlowWeights,
     StartJob,
     Tick,
     WakeUp,
-    job_for_placement,
 )
-from raytestbed.sim.engine import Fault, JobRecord
+from raytestbed.sim.engine import Fault
 
 
 # timed-event priorities at equal time (as in the simulator: faults, arrivals, ticks)
@@ -132,6 +130,7 @@ class SchedulerCore:
         self.state = ClusterState(cluster)
         self.view = self.state.view()
         self.records = {j.job_id: JobRecord(j) for j in jobs}
+        self.book = DecisionBook(self.state, self.records, self._busy_closed)
         self.done_iters: dict[int, int] = {j.job_id: 0 for j in jobs}
         self._run_iters: dict[int, list[float]] = {}  # current run's measured iteration times
         self.measured: dict[int, list[tuple]] = {j.job_id: [] for j in jobs}  # (t, iteration, iter_s, comp, comm)
@@ -242,9 +241,7 @@ class SchedulerCore:
         if not self._current(job_id, run_id):
             return  # already handled (e.g. its server was killed by an injected fault), or an old run
         now = self._advance(now)
-        self._stop(job_id)
-        self.records[job_id].failures += 1
-        self._out.actions.append(Action("stop", job_id))
+        self._stop(job_id, "failures")
         self._emit(JobFailed(now, job_id, reason))
         self._drain()
 
@@ -295,107 +292,61 @@ class SchedulerCore:
                         self._apply(d, pol)
 
     def _apply(self, d: Decision, pol: Policy) -> None:
-        now = self.state.now
+        job = self.book.check(d, pol.name)
         if isinstance(d, StartJob):
-            job = self.state.pending.get(d.job_id)
-            if job is None:
-                raise PolicyError(f"{pol.name}: StartJob for job {d.job_id}, which is not pending")
-            self._start(job_for_placement(job, d.placement, pol.name), d.placement)
+            self._start(job, d.placement)
         elif isinstance(d, Preempt):
-            if d.job_id not in self.state.running:
-                raise PolicyError(f"{pol.name}: Preempt for job {d.job_id}, which is not running")
-            self._stop(d.job_id)
-            self.records[d.job_id].preemptions += 1
-            self._out.actions.append(Action("stop", d.job_id))
+            self._stop(d.job_id, "preemptions")
         elif isinstance(d, Resize):
-            rj = self.state.running.get(d.job_id)
-            if rj is None:
-                raise PolicyError(f"{pol.name}: Resize for job {d.job_id}, which is not running")
-            job = job_for_placement(rj.job, d.placement, pol.name)
             self._stop(d.job_id)
-            self._out.actions.append(Action("stop", d.job_id))
             self._start(job, d.placement)
         elif isinstance(d, WakeUp):
-            if not d.at_s >= now - 1e-9:
-                raise PolicyError(f"{pol.name}: WakeUp at {d.at_s} s is in the past (now {now} s)")
-            self._push(max(d.at_s, now), _P_TICK, ("wake",))
+            self._push(self.book.wake_time(d, self.state.now), _P_TICK, ("wake",))
         elif isinstance(d, SetFlowWeights):
-            for jid, w in d.weights.items():
-                if not w > 0:
-                    raise PolicyError(f"{pol.name}: weight of job {jid} must be > 0, got {w}")
             self._out.actions.append(Action("weights", data={int(k): float(v) for k, v in d.weights.items()}))
         elif isinstance(d, SetFlowRates):
-            for fid, r in d.rates.items():
-                if not r >= 0:
-                    raise PolicyError(f"{pol.name}: rate of flow {fid} must be >= 0")
             self._out.actions.append(Action("rates", data=dict(d.rates)))
-        else:
-            raise PolicyError(f"{pol.name}: unknown decision {d!r}")
 
-    # ------------------------------------------------------------ lifecycle (GPU books)
+    # ------------------------------------------------------------ lifecycle (GPU books: DecisionBook)
     def _start(self, job: Job, placement: Placement) -> None:
         now = self.state.now
-        self.state.allocate(job, placement)
-        del self.state.pending[job.job_id]
-        rec = self.records[job.job_id]
-        if math.isnan(rec.first_start_s):
-            rec.first_start_s = now
-        rec.placement = placement.describe(self.cluster)
-        rec.servers = len(placement.servers(self.cluster))
-        self.state.running[job.job_id] = RunningJob(
-            job=job, placement=placement, start_s=now, first_start_s=rec.first_start_s,
-            iterations_done=self.done_iters[job.job_id])
-        self._run_iters[job.job_id] = []
-        self._out.records[job.job_id] = rec
         done = self.done_iters[job.job_id]
+        self.book.start(job, placement, done)
+        self._run_iters[job.job_id] = []
+        self._out.records[job.job_id] = self.records[job.job_id]
         self._runs_started += 1
         self._run_id[job.job_id] = self._runs_started
         self._out.actions.append(Action("start", job.job_id, job, placement, iterations=job.iterations - done,
                                         start_iteration=done, run_id=self._runs_started))
         self._emit(JobStarted(now, job.job_id, placement))
 
-    def _close_busy(self, jid: int, rj: RunningJob) -> None:
-        n = len(rj.placement.gpus)
-        self._out.busy.append((jid, rj.start_s, self.state.now, n))
-        self.records[jid].gpu_seconds += n * (self.state.now - rj.start_s)
+    def _busy_closed(self, jid: int, start_s: float, end_s: float, gpus: int) -> None:
+        self._out.busy.append((jid, start_s, end_s, gpus))
         self._out.records[jid] = self.records[jid]
 
-    def _stop(self, jid: int) -> RunningJob:
-        """Take a running job off its GPUs, keeping its progress; it becomes pending."""
-        rj = self.state.running.pop(jid)
-        self._close_busy(jid, rj)
-        self.state.release(rj.placement)
-        self.state.pending[jid] = rj.job
+    def _stop(self, jid: int, count: str | None = None) -> RunningJob:
+        """Take a running job off its GPUs, keeping its progress; it becomes pending; its executors stop.
+
+        ``count``: the record counter to add one to (``preemptions`` / ``failures``), if any.
+        """
+        rj = self.book.stop(jid, count)
         self._run_iters.pop(jid, None)
+        self._out.actions.append(Action("stop", jid))
         return rj
 
     def _finish(self, jid: int) -> None:
         now = self.state.now
-        rj = self.state.running.pop(jid)
         self.done_iters[jid] = self.jobs[jid].iterations
-        self._close_busy(jid, rj)
-        self.state.release(rj.placement)
-        self.state.finished[jid] = now
+        self.book.finish(jid)
         self._run_iters.pop(jid, None)
-        rec = self.records[jid]
-        rec.finish_s = now
         self.unfinished -= 1
         self._out.measured[jid] = self.measured_stats(jid)
         self._emit(JobFinished(now, jid, self.jobs[jid].iterations))
 
     def _kill_server(self, server: int) -> None:
-        now = self.state.now
-        hit = [jid for jid, rj in self.state.running.items()
-               if server in rj.placement.servers(self.cluster) or server in rj.placement.ps_servers]
         self._out.actions.append(Action("kill", server=server))
-        for jid in hit:
-            self._stop(jid)
-            self.records[jid].failures += 1
-            self._out.actions.append(Action("stop", jid))
-        self.state.lose_server(server)
-        self._emit(ServerLost(now, server, tuple(hit)))
-        for jid in hit:
-            self._emit(JobFailed(now, jid, f"server {server} lost"))
+        for ev in self.book.kill_server(server, self._stop):
+            self._emit(ev)
 
     # ------------------------------------------------------------ output
     def take(self) -> Batch:

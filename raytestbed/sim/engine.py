@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from raytestbed.core.cluster import Cluster
+from raytestbed.core.decisions import DecisionBook, JobRecord
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
@@ -49,19 +50,16 @@ from raytestbed.schedulers.base import (
     Event,
     IterationMeasured,
     JobArrived,
-    JobFailed,
     JobFinished,
     JobStarted,
     Policy,
     Preempt,
     Resize,
-    ServerLost,
     SetFlowRates,
     SetFlowWeights,
     StartJob,
     Tick,
     WakeUp,
-    job_for_placement,
 )
 
 # heap priorities at equal time
@@ -77,22 +75,6 @@ class Fault:
     kind: str
     target: int
     time_s: float
-
-
-@dataclass
-class JobRecord:
-    """Everything recorded about one job (becomes a row of ``jobs.csv``)."""
-
-    job: Job
-    first_start_s: float = math.nan
-    finish_s: float = math.nan
-    placement: str = ""
-    servers: int = 0
-    iteration_time_s: float = math.nan
-    preemptions: int = 0
-    failures: int = 0
-    gpu_seconds: float = 0.0
-    lower_bound_s: float = math.nan  #: flow mode: sum of O3 CCTs of its coflows + compute, seconds
 
 
 @dataclass
@@ -188,6 +170,7 @@ class Simulator:
         self._unfinished = len(jobs)
         self._arrivals_left = len(jobs)
         self._busy: list[tuple[int, float, float, int]] = []
+        self.book = DecisionBook(self.state, self.records, lambda *iv: self._busy.append(iv))
         # flow mode
         self._alloc = RateAllocator(cluster.link_capacities()) if mode == "flow" else None
         self._flow_owner: dict[tuple, int] = {}
@@ -318,34 +301,20 @@ class Simulator:
                 self._reallocate()
 
     def _apply(self, d: Decision, pol: Policy) -> None:
-        now = self.state.now
+        if isinstance(d, (SetFlowWeights, SetFlowRates)) and self._alloc is None:
+            raise PolicyError(f"{pol.name}: {type(d).__name__} needs timing mode 'flow'")
+        job = self.book.check(d, pol.name, known_flow=self._flow_owner.__contains__)
         if isinstance(d, StartJob):
-            job = self.state.pending.get(d.job_id)
-            if job is None:
-                raise PolicyError(f"{pol.name}: StartJob for job {d.job_id}, which is not pending")
-            self._start(job_for_placement(job, d.placement, pol.name), d.placement)
+            self._start(job, d.placement)
         elif isinstance(d, Preempt):
-            if d.job_id not in self.state.running:
-                raise PolicyError(f"{pol.name}: Preempt for job {d.job_id}, which is not running")
-            self._stop(d.job_id)
-            self.records[d.job_id].preemptions += 1
+            self._stop(d.job_id, "preemptions")
         elif isinstance(d, Resize):
-            rj = self.state.running.get(d.job_id)
-            if rj is None:
-                raise PolicyError(f"{pol.name}: Resize for job {d.job_id}, which is not running")
-            job = job_for_placement(rj.job, d.placement, pol.name)
             self._stop(d.job_id)
             self._start(job, d.placement)
         elif isinstance(d, WakeUp):
-            if not d.at_s >= now - 1e-9:
-                raise PolicyError(f"{pol.name}: WakeUp at {d.at_s} s is in the past (now {now} s)")
-            self._push(max(d.at_s, now), _P_TICK, ("wake",))
+            self._push(self.book.wake_time(d, self.state.now), _P_TICK, ("wake",))
         elif isinstance(d, SetFlowWeights):
-            if self._alloc is None:
-                raise PolicyError(f"{pol.name}: SetFlowWeights needs timing mode 'flow'")
             for jid, w in d.weights.items():
-                if not w > 0:
-                    raise PolicyError(f"{pol.name}: weight of job {jid} must be > 0, got {w}")
                 self._job_weight[jid] = float(w)
                 run = self._runs.get(jid)
                 if run is not None:
@@ -353,34 +322,13 @@ class Simulator:
                         if fid in self._alloc:
                             self._alloc.set_weight(fid, float(w))
         elif isinstance(d, SetFlowRates):
-            if self._alloc is None:
-                raise PolicyError(f"{pol.name}: SetFlowRates needs timing mode 'flow'")
             for fid, r in d.rates.items():
-                if fid not in self._flow_owner:
-                    raise PolicyError(f"{pol.name}: SetFlowRates for unknown flow {fid}")
-                if not r >= 0:
-                    raise PolicyError(f"{pol.name}: rate of flow {fid} must be >= 0")
                 self._rate_override[fid] = float(r)
-        else:
-            raise PolicyError(f"{pol.name}: unknown decision {d!r}")
-        del now
 
     # ------------------------------------------------------------ lifecycle
     def _start(self, job: Job, placement: Placement) -> None:
         now = self.state.now
-        self.state.allocate(job, placement)
-        del self.state.pending[job.job_id]
-        rec = self.records[job.job_id]
-        if math.isnan(rec.first_start_s):
-            rec.first_start_s = now
-        rec.placement = placement.describe(self.cluster)
-        rec.servers = len(placement.servers(self.cluster))
-        old = self.state.running.get(job.job_id)
-        self.state.running[job.job_id] = RunningJob(
-            job=job, placement=placement, start_s=now, first_start_s=rec.first_start_s,
-            iterations_done=self._done_iters[job.job_id],
-            bytes_sent=old.bytes_sent if old else 0.0,
-        )
+        self.book.start(job, placement, self._done_iters[job.job_id])
         run = self._runs.setdefault(job.job_id, _Run())
         run.version += 1
         run.last_s = now
@@ -430,9 +378,11 @@ class Simulator:
         for jid in list(self.state.running):
             self._price(jid)
 
-    def _stop(self, jid: int) -> RunningJob:
-        """Take a running job off its GPUs, keeping its progress; it becomes pending."""
-        rj = self.state.running[jid]
+    def _stop(self, jid: int, count: str | None = None) -> RunningJob:
+        """Take a running job off its GPUs, keeping its progress; it becomes pending.
+
+        ``count``: the record counter to add one to (``preemptions`` / ``failures``), if any.
+        """
         if self.mode == "analytic":
             self._sync_analytic(jid)
         else:
@@ -440,31 +390,18 @@ class Simulator:
         run = self._runs[jid]
         run.version += 1
         run.alpha = math.nan
-        self._close_busy(jid, rj)
-        self.state.release(rj.placement)
-        del self.state.running[jid]
-        self.state.pending[jid] = rj.job
+        rj = self.book.stop(jid, count)
         if self.model.contention_dependent and self.mode == "analytic":
             self._reprice_all()
         return rj
 
-    def _close_busy(self, jid: int, rj: RunningJob) -> None:
-        n = len(rj.placement.gpus)
-        self._busy.append((jid, rj.start_s, self.state.now, n))
-        self.records[jid].gpu_seconds += n * (self.state.now - rj.start_s)
-
     def _finish(self, jid: int) -> None:
         now = self.state.now
-        rj = self.state.running.pop(jid)
         if self.mode == "flow":
             self._drop_flows(jid)
         self._done_iters[jid] = float(self.jobs[jid].iterations)
-        self._close_busy(jid, rj)
-        self.state.release(rj.placement)
-        self.state.finished[jid] = now
+        self.book.finish(jid)
         self._runs.pop(jid, None)
-        rec = self.records[jid]
-        rec.finish_s = now
         self._unfinished -= 1
         if self._progress is not None:
             self._progress(len(self.jobs) - self._unfinished, len(self.jobs))
@@ -473,18 +410,8 @@ class Simulator:
         self._emit(JobFinished(now, jid, self.jobs[jid].iterations))
 
     def _kill_server(self, server: int) -> None:
-        now = self.state.now
-        hit = [
-            jid for jid, rj in self.state.running.items()
-            if server in rj.placement.servers(self.cluster) or server in rj.placement.ps_servers
-        ]
-        for jid in hit:
-            self._stop(jid)
-            self.records[jid].failures += 1
-        self.state.lose_server(server)
-        self._emit(ServerLost(now, server, tuple(hit)))
-        for jid in hit:
-            self._emit(JobFailed(now, jid, f"server {server} lost"))
+        for ev in self.book.kill_server(server, self._stop):
+            self._emit(ev)
 
     # ------------------------------------------------------------ flow mode
     def _begin_cycle(self, jid: int) -> None:
