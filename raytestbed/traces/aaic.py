@@ -21,9 +21,6 @@ these termination codes; default all).
 
 from __future__ import annotations
 
-import csv
-import gzip
-import io
 from pathlib import Path
 from typing import Literal
 
@@ -32,6 +29,7 @@ from pydantic import Field
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
 from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
+from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -46,49 +44,27 @@ class AaicParams(AsrptTraceParams):
     termcodes: list[int] | None = None
 
 
-def _open(path: Path):
-    raw = gzip.open(path, "rt", newline="", encoding="utf-8") if path.suffix == ".gz" else \
-        open(path, newline="", encoding="utf-8")
-    return raw
-
-
 def read_aaic(path: Path, tag: str, recurrence: str = "signature",
               termcodes: list[int] | None = None) -> list[TraceRow]:
     """Rows of one AAIC file (arrival = UNIX submit time, not yet shifted); bad rows raise TraceError."""
     rows: list[TraceRow] = []
-    try:
-        f = _open(path)
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror or e}") from None
-    with f:
-        try:
-            reader = csv.DictReader(f, skipinitialspace=True)
-            header = reader.fieldnames or []
-            for col in COLUMNS:
-                if col not in header:
-                    raise TraceError(f"{path}: missing column {col!r} (header: {', '.join(header)})")
-            for row in reader:
-                where = f"{path} line {reader.line_num}"
-                if None in row:
-                    raise TraceError(f"{where}: more values than columns")
-                num = {c: parse_number(row[c], where, c, int) for c in
-                       ("user", "group", "queue", "nodes", "gpus", "walltime_req", "termcode", "time_submit")}
-                dur = parse_number(row["walltime"], where, "walltime")
-                if termcodes is not None and num["termcode"] not in termcodes:
-                    continue
-                gpus = num["nodes"] * num["gpus"]
-                if gpus < 1:
-                    raise TraceError(f"{where}: column 'gpus': nodes x gpus must be >= 1")
-                user = f"{tag}u{num['user']}"
-                if recurrence == "signature":
-                    group = f"{user}:q{num['queue']}:n{num['nodes']}:g{num['gpus']}:w{num['walltime_req']}"
-                elif recurrence == "user":
-                    group = user
-                else:
-                    group = f"{tag}g{num['group']}"
-                rows.append(TraceRow(where, float(num["time_submit"]), gpus, float(dur), user, group))
-        except (OSError, EOFError, gzip.BadGzipFile, UnicodeDecodeError, csv.Error) as e:
-            raise TraceError(f"{path}: cannot read: {e}") from None
+    for where, row in csv_rows(path, COLUMNS, skipinitialspace=True):
+        num = {c: parse_number(row[c], where, c, int) for c in
+               ("user", "group", "queue", "nodes", "gpus", "walltime_req", "termcode", "time_submit")}
+        dur = parse_number(row["walltime"], where, "walltime")
+        if termcodes is not None and num["termcode"] not in termcodes:
+            continue
+        gpus = num["nodes"] * num["gpus"]
+        if gpus < 1:
+            raise TraceError(f"{where}: column 'gpus': nodes x gpus must be >= 1")
+        user = f"{tag}u{num['user']}"
+        if recurrence == "signature":
+            group = f"{user}:q{num['queue']}:n{num['nodes']}:g{num['gpus']}:w{num['walltime_req']}"
+        elif recurrence == "user":
+            group = user
+        else:
+            group = f"{tag}g{num['group']}"
+        rows.append(TraceRow(where, float(num["time_submit"]), gpus, float(dur), user, group))
     return rows
 
 

@@ -14,13 +14,14 @@ Every bad row is reported as ``file line N: column 'x': reason``.
 
 from __future__ import annotations
 
-import csv
+from itertools import islice
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt
 
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.errors import TraceError
+from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.jobs import build_job, iterations_for_duration
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -59,59 +60,43 @@ def _num(row: dict, col: str, where: str, kind=float, required=True):
 def csv_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     p: CsvParams = parse_params(CsvParams, params, ctx.where)  # type: ignore[assignment]
     path: Path = ctx.resolve(p.path)
-    try:
-        f = open(path, newline="", encoding="utf-8")
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
     jobs: list[Job] = []
     seen: set[int] = set()
-    with f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        for col in REQUIRED:
-            if col not in header:
-                raise TraceError(f"{path}: missing column {col!r} (header: {', '.join(header)})")
-        if "iterations" not in header and "duration_s" not in header:
-            raise TraceError(f"{path}: needs an 'iterations' or a 'duration_s' column")
-        for row in reader:
-            if p.limit is not None and len(jobs) >= p.limit:
-                break
-            where = f"{path} line {reader.line_num}"
-            if None in row:
-                raise TraceError(f"{where}: more values than columns")
-            jid = _num(row, "job_id", where, int)
-            if jid in seen:
-                raise TraceError(f"{where}: duplicate job_id {jid}")
-            seen.add(jid)
-            gpus = _num(row, "gpus", where, int)
-            if gpus < 1:
-                raise TraceError(f"{where}: column 'gpus': must be >= 1")
-            if gpus > ctx.cluster.total_gpus:
-                raise TraceError(f"{where}: job {jid} needs {gpus} GPUs but the cluster has {ctx.cluster.total_gpus}")
-            model = (row.get("model") or "").strip()
-            if not model:
-                raise TraceError(f"{where}: column 'model': missing value")
-            prof = ctx.profile(model, where)
-            comm_raw = (row.get("comm") or "").strip() or p.comm.value
-            try:
-                comm = CommPattern(comm_raw)
-            except ValueError:
-                raise TraceError(f"{where}: column 'comm': {comm_raw!r} is not one of pipeline, rar, ps") from None
-            stages = _num(row, "stages", where, int, required=False)
-            num_ps = _num(row, "num_ps", where, int, required=False)
-            arrival = _num(row, "arrival_s", where) * p.arrival_scale
-            iters = _num(row, "iterations", where, int, required=False)
-            duration = _num(row, "duration_s", where, required=False)
-            if iters is None and duration is None:
-                raise TraceError(f"{where}: needs 'iterations' or 'duration_s'")
-            try:
-                job = build_job(jid, arrival, prof, gpus, comm, iters or 1, user=row.get("user") or "",
-                                group=row.get("group") or "", num_stages=stages, num_ps=num_ps,
-                                duration_hint_s=duration)
-                if iters is None:
-                    job.iterations = iterations_for_duration(job, duration, ctx.cluster)
-            except ValueError as e:
-                raise TraceError(f"{where}: {e}") from None
-            job.iterations = max(1, round(job.iterations * p.iteration_scale))
-            jobs.append(job)
+    # every row read either becomes a job or raises, so the first `limit` rows are the first `limit` jobs
+    for where, row in islice(csv_rows(path, REQUIRED + (("iterations", "duration_s"),)), p.limit):
+        jid = _num(row, "job_id", where, int)
+        if jid in seen:
+            raise TraceError(f"{where}: duplicate job_id {jid}")
+        seen.add(jid)
+        gpus = _num(row, "gpus", where, int)
+        if gpus < 1:
+            raise TraceError(f"{where}: column 'gpus': must be >= 1")
+        if gpus > ctx.cluster.total_gpus:
+            raise TraceError(f"{where}: job {jid} needs {gpus} GPUs but the cluster has {ctx.cluster.total_gpus}")
+        model = (row.get("model") or "").strip()
+        if not model:
+            raise TraceError(f"{where}: column 'model': missing value")
+        prof = ctx.profile(model, where)
+        comm_raw = (row.get("comm") or "").strip() or p.comm.value
+        try:
+            comm = CommPattern(comm_raw)
+        except ValueError:
+            raise TraceError(f"{where}: column 'comm': {comm_raw!r} is not one of pipeline, rar, ps") from None
+        stages = _num(row, "stages", where, int, required=False)
+        num_ps = _num(row, "num_ps", where, int, required=False)
+        arrival = _num(row, "arrival_s", where) * p.arrival_scale
+        iters = _num(row, "iterations", where, int, required=False)
+        duration = _num(row, "duration_s", where, required=False)
+        if iters is None and duration is None:
+            raise TraceError(f"{where}: needs 'iterations' or 'duration_s'")
+        try:
+            job = build_job(jid, arrival, prof, gpus, comm, iters or 1, user=row.get("user") or "",
+                            group=row.get("group") or "", num_stages=stages, num_ps=num_ps,
+                            duration_hint_s=duration)
+            if iters is None:
+                job.iterations = iterations_for_duration(job, duration, ctx.cluster)
+        except ValueError as e:
+            raise TraceError(f"{where}: {e}") from None
+        job.iterations = max(1, round(job.iterations * p.iteration_scale))
+        jobs.append(job)
     return jobs

@@ -16,13 +16,12 @@ plus ``trace`` (``helios`` | ``philly``) and ``statuses`` (keep only these
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 from typing import Literal
 
 from raytestbed.core.job import Job
-from raytestbed.errors import TraceError
 from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
+from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -37,31 +36,18 @@ class DirlabParams(AsrptTraceParams):
 
 def read_dirlab(path: Path, statuses: list[str] | None = None) -> list[TraceRow]:
     """GPU jobs of one DIR-LAB slice, arrival rebuilt from ``interval``; bad rows raise TraceError."""
-    try:
-        f = open(path, newline="", encoding="utf-8")
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
     rows: list[TraceRow] = []
     t = 0.0
-    with f:
-        reader = csv.DictReader(f)
-        header = reader.fieldnames or []
-        for col in COLUMNS:
-            if col not in header:
-                raise TraceError(f"{path}: missing column {col!r} (header: {', '.join(header)})")
-        for row in reader:
-            where = f"{path} line {reader.line_num}"
-            if None in row:
-                raise TraceError(f"{where}: more values than columns")
-            num = {c: parse_number(row[c], where, c, int) for c in ("user", "gpu_num", "cpu_num", "node_num")}
-            t += parse_number(row["interval"], where, "interval")
-            dur = parse_number(row["run_time"], where, "run_time")
-            status = (row["new_status"] or "").strip()
-            if num["gpu_num"] == 0 or (statuses is not None and status not in statuses):
-                continue
-            user = f"u{num['user']}"
-            group = f"{user}:g{num['gpu_num']}:c{num['cpu_num']}:n{num['node_num']}"
-            rows.append(TraceRow(where, t, num["gpu_num"], float(dur), user, group))
+    for where, row in csv_rows(path, COLUMNS):
+        num = {c: parse_number(row[c], where, c, int) for c in ("user", "gpu_num", "cpu_num", "node_num")}
+        t += parse_number(row["interval"], where, "interval")
+        dur = parse_number(row["run_time"], where, "run_time")
+        status = (row["new_status"] or "").strip()
+        if num["gpu_num"] == 0 or (statuses is not None and status not in statuses):
+            continue
+        user = f"u{num['user']}"
+        group = f"{user}:g{num['gpu_num']}:c{num['cpu_num']}:n{num['node_num']}"
+        rows.append(TraceRow(where, t, num["gpu_num"], float(dur), user, group))
     return rows
 
 

@@ -26,7 +26,6 @@ bytes (10^6 by default).
 
 from __future__ import annotations
 
-import csv
 import os
 from pathlib import Path
 
@@ -35,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFlo
 
 from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
 from raytestbed.errors import ConfigError, TraceError
+from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
 MS60_FILE = ("microsoft-60job-tiresias", "60_job.csv")
@@ -84,31 +84,21 @@ class Ms60PoissonParams(Ms60Params):
 
 def read_ms60(path: Path) -> list[dict]:
     """Rows of 60_job.csv as dicts with num_gpu, submit_time, iterations, model_name, duration."""
-    try:
-        f = open(path, newline="", encoding="utf-8")
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
     rows = []
-    with f:
-        reader = csv.DictReader(f)
-        need = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
-        for col in need:
-            if col not in (reader.fieldnames or []):
-                raise TraceError(f"{path}: missing column {col!r}")
-        for row in reader:
-            where = f"{path} line {reader.line_num}"
-            out = {"model": (row["model_name"] or "").strip()}
-            for col, kind in (("job_id", int), ("num_gpu", int), ("submit_time", float), ("iterations", int),
-                              ("duration", float)):
-                raw = (row.get(col) or "").strip()
-                try:
-                    v = kind(float(raw))
-                except ValueError:
-                    raise TraceError(f"{where}: column {col!r}: {raw!r} is not a number") from None
-                if v < 0 or (col in ("num_gpu", "iterations", "duration") and v <= 0):
-                    raise TraceError(f"{where}: column {col!r}: {raw!r} must be > 0")
-                out[col] = v
-            rows.append(out)
+    need = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
+    for where, row in csv_rows(path, need):
+        out = {"model": (row["model_name"] or "").strip()}
+        for col, kind in (("job_id", int), ("num_gpu", int), ("submit_time", float), ("iterations", int),
+                          ("duration", float)):
+            raw = (row.get(col) or "").strip()
+            try:
+                v = kind(float(raw))
+            except ValueError:
+                raise TraceError(f"{where}: column {col!r}: {raw!r} is not a number") from None
+            if v < 0 or (col in ("num_gpu", "iterations", "duration") and v <= 0):
+                raise TraceError(f"{where}: column {col!r}: {raw!r} must be > 0")
+            out[col] = v
+        rows.append(out)
     if not rows:
         raise TraceError(f"{path}: no jobs")
     return rows

@@ -15,12 +15,12 @@ Parameters: those of :class:`~raytestbed.traces.asrpt_workload.AsrptTraceParams`
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
 from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
+from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -30,31 +30,17 @@ COLUMNS = ("#job id", "arrival time (sec)", "topology", "shape", "size", "durati
 
 def read_philly(path: Path) -> list[TraceRow]:
     """Rows of the RFold Philly file in file (= arrival) order; bad rows raise TraceError."""
-    try:
-        f = open(path, newline="", encoding="utf-8")
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
     rows: list[TraceRow] = []
-    with f:
-        reader = csv.reader(f)
-        header = [h.strip() for h in next(reader, [])]
-        if tuple(header) != COLUMNS:
-            raise TraceError(f"{path} line 1: expected header {','.join(COLUMNS)}, got {','.join(header)}")
-        for rec in reader:
-            where = f"{path} line {reader.line_num}"
-            if not rec:
-                continue
-            if len(rec) != len(COLUMNS):
-                raise TraceError(f"{where}: {len(rec)} values, expected {len(COLUMNS)}")
-            arrival = parse_number(rec[1], where, COLUMNS[1])
-            size = parse_number(rec[4], where, "size", int)
-            if size < 1:
-                raise TraceError(f"{where}: column 'size': must be >= 1")
-            dur = parse_number(rec[5], where, COLUMNS[5])
-            shape = rec[3].strip()
-            if not shape:
-                raise TraceError(f"{where}: column 'shape': missing value")
-            rows.append(TraceRow(where, float(arrival), size, float(dur), "", f"{size}:{shape}"))
+    for where, rec in csv_rows(path, COLUMNS, exact_header=True):
+        arrival = parse_number(rec["arrival time (sec)"], where, "arrival time (sec)")
+        size = parse_number(rec["size"], where, "size", int)
+        if size < 1:
+            raise TraceError(f"{where}: column 'size': must be >= 1")
+        dur = parse_number(rec["duration (sec)"], where, "duration (sec)")
+        shape = rec["shape"].strip()
+        if not shape:
+            raise TraceError(f"{where}: column 'shape': missing value")
+        rows.append(TraceRow(where, float(arrival), size, float(dur), "", f"{size}:{shape}"))
     return rows
 
 
