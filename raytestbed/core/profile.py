@@ -62,6 +62,16 @@ def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
+def _check_fields(d: Mapping, keys: tuple[str, ...], where: str) -> None:
+    """ConfigError ``where: missing field 'k'`` / ``where: unknown field(s) ...`` unless ``d`` has exactly ``keys``."""
+    for k in keys:
+        if k not in d:
+            raise ConfigError(f"{where}: missing field {k!r}")
+    extra = sorted(set(d) - set(keys))
+    if extra:
+        raise ConfigError(f"{where}: unknown field(s) {', '.join(map(repr, extra))}")
+
+
 def _check_nonneg(v: object, what: str) -> float:
     """Return ``v`` as float if it is a finite number >= 0, else raise ConfigError."""
     if not _is_number(v) or not math.isfinite(float(v)) or float(v) < 0.0:  # type: ignore[arg-type]
@@ -269,12 +279,7 @@ class ModelProfile:
         w = where or "profile"
         if not isinstance(d, Mapping):
             raise ConfigError(f"{w}: profile must be a JSON object, got {type(d).__name__}")
-        for k in _TOP_KEYS:
-            if k not in d:
-                raise ConfigError(f"{w}: missing field {k!r}")
-        extra = sorted(set(d) - set(_TOP_KEYS))
-        if extra:
-            raise ConfigError(f"{w}: unknown field(s) {', '.join(map(repr, extra))}")
+        _check_fields(d, _TOP_KEYS, w)
         if d["format_version"] != FORMAT_VERSION or isinstance(d["format_version"], bool):
             raise ConfigError(
                 f"{w}: format_version must be {FORMAT_VERSION}, got {d['format_version']!r}"
@@ -296,12 +301,7 @@ class ModelProfile:
             lw = f"{w}: layers[{i}]"
             if not isinstance(ld, Mapping):
                 raise ConfigError(f"{lw} must be a JSON object, got {type(ld).__name__}")
-            for k in _LAYER_KEYS:
-                if k not in ld:
-                    raise ConfigError(f"{lw}: missing field {k!r}")
-            extra = sorted(set(ld) - set(_LAYER_KEYS))
-            if extra:
-                raise ConfigError(f"{lw}: unknown field(s) {', '.join(map(repr, extra))}")
+            _check_fields(ld, _LAYER_KEYS, lw)
             if not isinstance(ld["name"], str):
                 raise ConfigError(f"{lw}.name must be a string, got {ld['name']!r}")
             vals = {k: _check_nonneg(ld[k], f"{lw}.{k}") for k in _NUM_FIELDS}

@@ -223,9 +223,9 @@ def _substrate_graph(sub: Substrate):
     return n_nodes, links
 
 
-def solve_exact_literal(jobs: list[SlotJob], sub: Substrate, time_limit: float | None = 60.0) -> SlotSolution:
-    """ILP (12)–(19) as printed, solved by HiGHS; small instances only."""
-    t0 = time.perf_counter()
+def _literal_model(jobs: list[SlotJob], sub: Substrate) -> tuple[_Cols, _Rows, dict, dict]:
+    """GADGET's slot ILP (12)–(19) as printed: columns (all integral), rows, and the chi / varrho
+    column ids by (job index, ring size kappa). ``_solve_milp(..., lp=True)`` solves its LP relaxation."""
     M = sub.cluster.num_servers
     n_nodes, links = _substrate_graph(sub)
     L = len(links)
@@ -275,6 +275,13 @@ def solve_exact_literal(jobs: list[SlotJob], sub: Substrate, time_limit: float |
         if link_terms[k]:
             cc, cf = zip(*link_terms[k])
             rows.add(cc, cf, -np.inf, float(links[k][2]))
+    return cols, rows, chi, varrho
+
+
+def solve_exact_literal(jobs: list[SlotJob], sub: Substrate, time_limit: float | None = 60.0) -> SlotSolution:
+    """ILP (12)–(19) as printed, solved by HiGHS; small instances only."""
+    t0 = time.perf_counter()
+    cols, rows, chi, varrho = _literal_model(jobs, sub)
     res = _solve_milp(cols, rows, time_limit)
     embs: dict[int, RingEmbedding] = {}
     if res.x is not None:
@@ -291,52 +298,7 @@ def solve_exact_literal(jobs: list[SlotJob], sub: Substrate, time_limit: float |
 
 def solve_lp_literal(jobs: list[SlotJob], sub: Substrate) -> float:
     """Optimal value of the LP relaxation of the literal (12)–(19) (for checking the compact forms)."""
-    # Build as above but solve continuous: reuse by temporarily flagging.
-    M = sub.cluster.num_servers
-    n_nodes, links = _substrate_graph(sub)
-    L = len(links)
-    out_of = [[k for k, (u, _, _) in enumerate(links) if u == n] for n in range(n_nodes)]
-    into = [[k for k, (_, v, _) in enumerate(links) if v == n] for n in range(n_nodes)]
-    cols, rows = _Cols(), _Rows()
-    gpu_terms = [[] for _ in range(M)]
-    mem_terms = [[] for _ in range(M)]
-    link_terms = [[] for _ in range(L)]
-    for j in jobs:
-        rho = cols.add(1)[0]
-        chis = []
-        for kappa in range(1, j.q + 1):
-            x = cols.add(1, c=j.pi[kappa - 1])[0]
-            chis.append(x)
-            vr = cols.add(kappa * M).reshape(kappa, M)
-            for a in range(kappa):
-                rows.add(np.r_[vr[a], x], np.r_[np.ones(M), -1.0], 0.0, 0.0)
-                for u in range(M):
-                    gpu_terms[u].append((vr[a, u], 1.0))
-                    mem_terms[u].append((vr[a, u], j.mem_gb))
-            edges = [] if kappa == 1 else [(a, (a + 1) % kappa) for a in range(kappa)]
-            for (a, b) in edges:
-                th = cols.add(L)
-                for n in range(n_nodes):
-                    cc = list(th[out_of[n]]) + list(th[into[n]])
-                    cf = [1.0] * len(out_of[n]) + [-1.0] * len(into[n])
-                    if n < M:
-                        cc += [vr[a, n], vr[b, n]]
-                        cf += [-1.0, 1.0]
-                    rows.add(cc, cf, 0.0, 0.0)
-                for k in range(L):
-                    link_terms[k].append((th[k], j.b_bps))
-        rows.add(np.r_[chis, rho], np.r_[np.ones(len(chis)), -1.0], 0.0, 0.0)
-    for u in range(M):
-        if gpu_terms[u]:
-            cc, cf = zip(*gpu_terms[u])
-            rows.add(cc, cf, -np.inf, float(sub.gpu[u]))
-            if np.isfinite(sub.mem[u]):
-                cc, cf = zip(*mem_terms[u])
-                rows.add(cc, cf, -np.inf, float(sub.mem[u]))
-    for k in range(L):
-        if link_terms[k]:
-            cc, cf = zip(*link_terms[k])
-            rows.add(cc, cf, -np.inf, float(links[k][2]))
+    cols, rows, _, _ = _literal_model(jobs, sub)
     res = _solve_milp(cols, rows, None, lp=True)
     return float(-res.fun) if res.status == 0 else float("nan")
 
