@@ -207,14 +207,16 @@ def test_paced_backdating_replays_the_control_delay_without_double_counting():
         f = Fabric(two_servers(), time_scale=1.0, mode="paced")
         f.max_backdate_wall_s = 5.0  # the test may run on a loaded host
         t0 = f.scale.now()
-        a = asyncio.ensure_future(f.transfer(0, 0, 4, 10 * MB, None, t0))
+        # 50 MB alone would take 0.5 s: the second request must arrive before the first ends,
+        # which holds on a loaded host too (it is sent 30 ms later)
+        a = asyncio.ensure_future(f.transfer(0, 0, 4, 50 * MB, None, t0))
         await asyncio.sleep(0.03)  # the second request reaches the fabric 30 ms late
-        b = asyncio.ensure_future(f.transfer(1, 1, 5, 10 * MB, None, t0))
+        b = asyncio.ensure_future(f.transfer(1, 1, 5, 50 * MB, None, t0))
         return await a, await b
 
     a, b = run(main())
-    # as if both had started at t0: 20 MB over 100 MB/s
-    assert a == pytest.approx(0.2, rel=1e-6) and b == pytest.approx(0.2, rel=1e-6)
+    # as if both had started at t0: 100 MB over 100 MB/s
+    assert a == pytest.approx(1.0, rel=1e-6) and b == pytest.approx(1.0, rel=1e-6)
 
 
 def test_virtual_mode_settles_before_advancing_and_honours_start_times():
