@@ -223,6 +223,17 @@ def _substrate_graph(sub: Substrate):
     return n_nodes, links
 
 
+def _add_gpu_mem_rows(rows: _Rows, sub: Substrate, gpu_terms: list, mem_terms: list) -> None:
+    """GPU (16) and memory (18) capacity rows per server from (column, coefficient) terms."""
+    for u in range(sub.cluster.num_servers):
+        if gpu_terms[u]:
+            cc, cf = zip(*gpu_terms[u])
+            rows.add(cc, cf, -np.inf, float(sub.gpu[u]))
+            if np.isfinite(sub.mem[u]):
+                cc, cf = zip(*mem_terms[u])
+                rows.add(cc, cf, -np.inf, float(sub.mem[u]))
+
+
 def _literal_model(jobs: list[SlotJob], sub: Substrate) -> tuple[_Cols, _Rows, dict, dict]:
     """GADGET's slot ILP (12)–(19) as printed: columns (all integral), rows, and the chi / varrho
     column ids by (job index, ring size kappa). ``_solve_milp(..., lp=True)`` solves its LP relaxation."""
@@ -264,13 +275,7 @@ def _literal_model(jobs: list[SlotJob], sub: Substrate) -> tuple[_Cols, _Rows, d
                 for k in range(L):
                     link_terms[k].append((th[k], j.b_bps))
         rows.add(np.r_[chis, rho], np.r_[np.ones(len(chis)), -1.0], 0.0, 0.0)  # (13)
-    for u in range(M):  # (16)+(18)
-        if gpu_terms[u]:
-            cc, cf = zip(*gpu_terms[u])
-            rows.add(cc, cf, -np.inf, float(sub.gpu[u]))
-            if np.isfinite(sub.mem[u]):
-                cc, cf = zip(*mem_terms[u])
-                rows.add(cc, cf, -np.inf, float(sub.mem[u]))
+    _add_gpu_mem_rows(rows, sub, gpu_terms, mem_terms)  # (16)+(18)
     for k in range(L):  # (17)+(19)
         if link_terms[k]:
             cc, cf = zip(*link_terms[k])
@@ -421,13 +426,7 @@ def lp_relaxation(jobs: list[SlotJob], sub: Substrate) -> tuple[float, list[np.n
         for k, u in enumerate(srv):
             gpu_terms[u].append((w[k], 1.0))
             mem_terms[u].append((w[k], j.mem_gb))
-    for u in range(M):
-        if gpu_terms[u]:
-            cc, cf = zip(*gpu_terms[u])
-            rows.add(cc, cf, -np.inf, float(sub.gpu[u]))
-            if np.isfinite(sub.mem[u]):
-                cc, cf = zip(*mem_terms[u])
-                rows.add(cc, cf, -np.inf, float(sub.mem[u]))
+    _add_gpu_mem_rows(rows, sub, gpu_terms, mem_terms)  # (16)+(18)
     if cols.n == 0:
         return 0.0, []
     res = _lp(cols, rows)
