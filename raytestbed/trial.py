@@ -171,7 +171,8 @@ def run_into(
     kind = wl.pop("kind")
     jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
     params = trial.policy_params
-    policy = make_policy(pair.placement, "placement", seed, **params.get(pair.placement, {}))
+    policy = make_policy(pair.placement, "placement", seed,
+                         **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs))
     netpol = None
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, **params.get(pair.network, {}))
@@ -355,6 +356,27 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
                     title=f"{loaded.trial.name} ({loaded.cluster_config.name}, {backend.label})")
     compare_report(path)
     return df
+
+
+def with_workload_history(policy: str, params: dict[str, Any], jobs: list) -> dict[str, Any]:
+    """``params`` plus ``history`` = the workload's predictor-training rows, when it has some.
+
+    A trace workload with ``history_jobs`` (raytestbed/traces/asrpt_workload.py, step 6)
+    returns the (group, user, iterations) rows of the trace jobs *before* the job set; every
+    policy whose constructor takes ``history`` (A-SRPT and its baselines) gets them, unless
+    the trial's ``policy_params`` set ``history`` itself.
+    """
+    rows = getattr(jobs, "predictor_history", None)
+    if not rows or "history" in params:
+        return params
+    import inspect
+
+    from raytestbed.schedulers.base import available_policies
+
+    cls = available_policies().get(policy)
+    if cls is None or "history" not in inspect.signature(cls.__init__).parameters:
+        return params
+    return {**params, "history": rows}
 
 
 def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:

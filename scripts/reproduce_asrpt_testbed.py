@@ -51,7 +51,8 @@ def trial_dict(k: int, args) -> dict:
         "cluster": "testbed_14vgpu.yaml",
         "workload": {"kind": "aaic", "jobs": args.jobs, "start": "random", "arrival_scale": scale,
                      "iteration_scale": scale, "models": args.models, "max_stages": 4,
-                     "single_gpu_share": args.single_gpu_share, "oversize": "drop"},
+                     "single_gpu_share": args.single_gpu_share, "oversize": "drop",
+                     "history_jobs": args.history_jobs},
         "policy": "asrpt",
         "policy_params": {"asrpt": {"tau": 0.0}, "asrpt-perfect": {"tau": 0.0}},
         "timing": {"mode": "flow"},
@@ -71,6 +72,9 @@ def main(argv=None) -> int:
                     help="share of single-GPU jobs (the trace has ~91%%; the paper's testbed mixes both)")
     ap.add_argument("--models", default="vgg19-cifar,resnet-small,gpt-tiny",
                     help="stand-in models (profiles in workloads/profiles)")
+    ap.add_argument("--history-jobs", type=int, default=0,
+                    help="trace jobs just before each set that train the predictors (paper: the first 80%% "
+                    "of the trace); 0 = cold start")
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backends", default="emu,sim", help="emu and/or sim (flow-level reference)")

@@ -171,3 +171,49 @@ def test_asrpt_aaic_trial_parses():
     from raytestbed.config import load_trial
     loaded = load_trial(Path(__file__).parents[1] / "workloads" / "trials" / "asrpt_aaic.yaml")
     assert loaded.trial.workload.kind == "aaic" and loaded.cluster_config.build().total_gpus == 2000
+
+
+def test_history_jobs_are_the_rows_before_the_set(data_root):
+    cl = small_cluster(4, 4)
+    base = _load("aaic", {"jobs": 10, "start": 25}, cluster=cl)
+    assert base.predictor_history == []
+    js = _load("aaic", {"jobs": 10, "start": 25, "history_jobs": 20}, cluster=cl)
+    # the job set itself does not depend on history_jobs
+    assert [(j.group, j.model, j.replicas(), j.iterations, j.arrival_s) for j in js] == \
+        [(j.group, j.model, j.replicas(), j.iterations, j.arrival_s) for j in base]
+    assert js[0].extra["trace_row"].endswith("line 27")
+    hist = js.predictor_history
+    assert len(hist) == 20
+    # rows 5..24 of the trace: compare with those jobs built as a job set of their own
+    ref = _load("aaic", {"jobs": 30, "start": 5}, cluster=cl)
+    set_job = {j.group: j for j in js}
+    shared = 0
+    for (g, u, n), row in zip(hist, ref[:20]):
+        assert (g, u) == (row.group, row.user) and n >= 1
+        if g in set_job:  # same group -> the set's model and configuration -> its alpha~min
+            a = asrpt_alpha_min_tilde(set_job[g], 4, cl.nic_bps, cl.intra_bps, heavy_edge_mapper(0))
+            assert n == max(1, round(row.duration_hint_s / a))
+            shared += 1
+    assert shared > 0
+    with pytest.raises(ConfigError, match="history_jobs: 20 history rows need start >= 20"):
+        _load("aaic", {"jobs": 10, "start": 5, "history_jobs": 20}, cluster=cl)
+    rnd = _load("aaic", {"jobs": 10, "start": "random", "history_jobs": 30}, seed=2, cluster=cl)
+    assert rnd[0].extra["trace_row"].endswith("line 32") and len(rnd.predictor_history) == 30
+
+
+def test_history_rows_reach_the_predicting_policies(data_root):
+    from raytestbed.trial import with_workload_history
+
+    js = _load("aaic", {"jobs": 10, "start": 25, "history_jobs": 20})
+    for name in ("asrpt", "asrpt-perfect", "spjf", "wcs-subtime"):
+        assert with_workload_history(name, {"tau": 0.0}, js)["history"] == js.predictor_history
+    assert "history" not in with_workload_history("fifo", {}, js)
+    assert with_workload_history("asrpt", {"history": []}, js) == {"history": []}  # explicit wins
+    from raytestbed.schedulers.base import make_policy
+
+    pol = make_policy("asrpt", "placement", 0, **with_workload_history("asrpt", {}, js))
+    assert pol.params()["history_rows"] == 20 and pol.predictor.fits == 1
+    g, u, n = js.predictor_history[-1]
+    probe = next(j for j in js if j.group == g and j.user == u) if any(j.group == g for j in js) else None
+    if probe is not None:
+        assert pol.predictor.predict(probe) > 0  # a seen group is no longer predicted 0

@@ -228,6 +228,7 @@ class AsrptPolicy(Policy):
         self.delay_mode = delay_mode
         self.calibrate = bool(calibrate)
         self.calibration = AlphaCalibration()
+        self.history_rows = len(history)  #: rows fitted before the first job
         self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
                                          [(str(g), str(u), int(n)) for g, u, n in history])
         self._est: AsrptEstimator | None = None
@@ -247,7 +248,7 @@ class AsrptPolicy(Policy):
     def params(self) -> dict[str, Any]:
         return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every, "tau": self.tau,
                 "comm_heavy": self.comm_heavy, "delay_mode": self.delay_mode,
-                "calibrate": self.calibrate}
+                "calibrate": self.calibrate, "history_rows": self.history_rows}
 
     # ----------------------------------------------------------------- events
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:

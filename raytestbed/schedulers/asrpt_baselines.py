@@ -55,6 +55,7 @@ class PredictedQueuePolicy(Policy):
             raise ConfigError(f"policy_params.{self.name}.retrain_every: must be >= 1, got {retrain_every!r}")
         self.predictor_kind = predictor
         self.retrain_every = int(retrain_every)
+        self.history_rows = len(history)  #: rows fitted before the first job
         self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
                                          [(str(g), str(u), int(n)) for g, u, n in history])
         self._est: AsrptEstimator | None = None
@@ -65,7 +66,8 @@ class PredictedQueuePolicy(Policy):
         self.order: list[int] = []  #: job ids in start order
 
     def params(self) -> dict[str, Any]:
-        return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every}
+        return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every,
+                "history_rows": self.history_rows}
 
     def key(self, job: Job, n_pred: int, a_min: float) -> float:
         """The sort key of a job (smaller starts first)."""

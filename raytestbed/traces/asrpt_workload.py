@@ -26,6 +26,16 @@ into jobs the way the paper does:
    with Heavy-Edge seeded by the trial seed, as the A-SRPT policies compute it), at least 1.
 5. **Down-scaling**: arrivals x ``arrival_scale`` and iterations x
    ``iteration_scale`` (the paper's testbed used 0.1 for both).
+6. **Predictor history** (optional ``history_jobs`` = H): the H trace rows just
+   *before* the job set are built the same way (same single-GPU re-sharing rule,
+   same group -> model/configuration choice, n_i = run time / alpha~min_i, same
+   scaling) and returned as ``(group, user, iterations)`` rows in
+   :attr:`TraceJobs.predictor_history`; the trial passes them as ``history`` to
+   every policy that takes one, so its predictor is fitted on earlier trace jobs
+   before the first arrival (A-SRPT §V-A-1-c: the model is trained on the first
+   80% of the trace). The job set's own jobs are never in the history, and the
+   job set is the same as without history except that a ``random`` start is drawn
+   from [H, N - jobs] so that H earlier rows exist.
 
 All jobs use the ``pipeline`` pattern (one stage = data parallel). Times are seconds.
 """
@@ -78,6 +88,23 @@ class AsrptTraceParams(BaseModel):
     iteration_scale: PositiveFloat = 1.0
     single_gpu_share: float | None = Field(None, ge=0.0, le=1.0)
     oversize: Literal["error", "drop"] = "error"
+    history_jobs: NonNegativeInt = Field(
+        0, description="trace rows just before the job set whose (group, user, iterations) train the "
+        "policies' predictors before the first arrival (0: cold start)")
+
+
+class TraceJobs(list):
+    """The jobs of a trace workload, plus the rows that train the predictors (step 6).
+
+    ``predictor_history``: (group, user, iterations) of the ``history_jobs`` trace jobs
+    before the job set, oldest first; empty when ``history_jobs`` is 0.
+    """
+
+    predictor_history: list[tuple[str, str, int]]
+
+    def __init__(self, jobs=(), history=()) -> None:
+        super().__init__(jobs)
+        self.predictor_history = list(history)
 
 
 def alpha_min_mapper(seed: int) -> Mapper:
@@ -91,29 +118,46 @@ def alpha_min_mapper(seed: int) -> Mapper:
 
 def select_rows(rows: Sequence[TraceRow], p: AsrptTraceParams, rng: np.random.Generator, where: str) -> list[TraceRow]:
     """The job set: ``p.jobs`` consecutive rows from ``p.start`` (rows are in arrival order)."""
+    return select_rows_with_history(rows, p, rng, where)[1]
+
+
+def select_rows_with_history(rows: Sequence[TraceRow], p: AsrptTraceParams, rng: np.random.Generator,
+                             where: str) -> tuple[list[TraceRow], list[TraceRow]]:
+    """(history rows, job-set rows): the ``p.history_jobs`` rows just before the job set, then the set."""
     n = len(rows)
-    want = n if p.jobs is None else p.jobs
-    if want > n:
-        raise ConfigError(f"{where}.jobs: {want} jobs asked, the trace has {n}")
+    h = int(p.history_jobs)
+    want = n - h if p.jobs is None else p.jobs
+    if want + h > n or want <= 0:
+        more = f" (+ {h} history jobs)" if h else ""
+        raise ConfigError(f"{where}.jobs: {want} jobs asked{more}, the trace has {n}")
     if p.start == "random":
-        start = int(rng.integers(0, n - want + 1))
+        start = int(rng.integers(h, n - want + 1))
     else:
-        start = int(p.start)
+        start = int(p.start) if p.jobs is not None or h == 0 else max(int(p.start), h)
         if start + want > n:
             raise ConfigError(f"{where}.start: {start} + {want} jobs runs past the trace's {n} rows")
-    return list(rows[start:start + want])
+        if start < h:
+            raise ConfigError(f"{where}.history_jobs: {h} history rows need start >= {h}, got {start}")
+    return list(rows[start - h:start]), list(rows[start:start + want])
 
 
-def _reshare(rows: list[TraceRow], share: float, rng: np.random.Generator, where: str) -> list[TraceRow]:
-    """Make exactly round(share * N) jobs single-GPU (step 2 of the module docstring)."""
+def _reshare(rows: list[TraceRow], share: float, rng: np.random.Generator, where: str,
+             variant_gpus: dict[str, int] | None = None, pool: list[int] | None = None) -> list[TraceRow]:
+    """Make exactly round(share * N) jobs single-GPU (step 2 of the module docstring).
+
+    ``variant_gpus`` / ``pool``: the ``+d`` variants' GPU counts and the GPU counts to
+    draw new ones from, shared between the job set and its history rows (step 6).
+    """
     n = len(rows)
     n_single = int(round(share * n))
     single = np.zeros(n, dtype=bool)
     single[rng.choice(n, size=n_single, replace=False)] = True
-    pool = [r.gpus for r in rows if r.gpus > 1]
+    if pool is None:
+        pool = [r.gpus for r in rows if r.gpus > 1]
     if not pool and n_single < n:
         raise ConfigError(f"{where}.single_gpu_share: the job set has no multi-GPU job to draw GPU counts from")
-    variant_gpus: dict[str, int] = {}
+    if variant_gpus is None:
+        variant_gpus = {}
     out = []
     for r, s in zip(rows, single):
         if s and r.gpus > 1:
@@ -128,7 +172,7 @@ def _reshare(rows: list[TraceRow], share: float, rng: np.random.Generator, where
     return out
 
 
-def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: WorkloadContext) -> list[Job]:
+def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: WorkloadContext) -> "TraceJobs":
     """Jobs of an A-SRPT trial from trace rows in arrival order (module docstring, steps 1-5)."""
     where = ctx.where
     rng = np.random.default_rng(ctx.seed)
@@ -147,16 +191,18 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
                                  f"(set oversize: drop to skip such jobs)")
     if not rows:
         raise ConfigError(f"{where}: no trace rows left")
-    rows = select_rows(rows, p, rng, where)
+    hist_rows, rows = select_rows_with_history(rows, p, rng, where)
+    variant_gpus: dict[str, int] = {}
+    pool = [r.gpus for r in rows if r.gpus > 1]
     if p.single_gpu_share is not None:
-        rows = _reshare(rows, p.single_gpu_share, rng, where)
+        rows = _reshare(rows, p.single_gpu_share, rng, where, variant_gpus, pool)
     t0 = rows[0].arrival_s
 
     mapper = alpha_min_mapper(ctx.seed)
     choice: dict[tuple[str, int], tuple[str, PipelineConfig]] = {}
     alpha_cache: dict[tuple[str, tuple, tuple], float] = {}
-    jobs: list[Job] = []
-    for jid, r in enumerate(rows):
+
+    def make(jid: int, r: TraceRow) -> Job:  # jid -1: a history row (arrival unused, set to 0)
         key = (r.group, r.gpus)
         if key not in choice:
             model = p.models[int(rng.integers(len(p.models)))]
@@ -169,7 +215,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
             choice[key] = (model, cfgs[int(rng.integers(len(cfgs)))])
         model, cfg = choice[key]
         prof = ctx.profiles[model]
-        job = build_job(jid, (r.arrival_s - t0) * p.arrival_scale, prof, r.gpus, CommPattern.PIPELINE, 1,
+        job = build_job(max(jid, 0), max(0.0, r.arrival_s - t0) * p.arrival_scale if jid >= 0 else 0.0, prof, r.gpus, CommPattern.PIPELINE, 1,
                         user=r.user, group=r.group, duration_hint_s=r.duration_s,
                         boundaries=cfg.boundaries, replicas=cfg.replicas)
         akey = (model, cfg.boundaries, cfg.replicas)
@@ -179,7 +225,13 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
             alpha_cache[akey] = alpha
         job.iterations = max(1, round(r.duration_s / alpha * p.iteration_scale))
         job.extra["trace_row"] = r.where
-        jobs.append(job)
+        return job
+
+    jobs = TraceJobs(make(jid, r) for jid, r in enumerate(rows))
+    # step 6, after the job set so that its jobs do not depend on history_jobs
+    if hist_rows and p.single_gpu_share is not None:
+        hist_rows = _reshare(hist_rows, p.single_gpu_share, rng, where, variant_gpus, pool)
+    jobs.predictor_history = [(r.group, r.user, make(-1, r).iterations) for r in hist_rows]
     return jobs
 
 
