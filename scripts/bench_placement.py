@@ -16,7 +16,8 @@ PITT ratio mapper / ILP.
 The comparator is ``raytestbed.placement.heavy_edge`` when it is importable,
 otherwise ``core.timing.contiguous_mapper`` (printed in the header). Run:
 
-    .venv/bin/python scripts/bench_placement.py [--cases 20] [--gpus 16] [--random-jobs 200]
+    .venv/bin/python scripts/bench_placement.py [--cases 20] [--gpus 16] [--random-jobs 200] \
+        [--config even:4,planner@8,even:2@8,even:8@8]
 """
 
 from __future__ import annotations
@@ -118,7 +119,11 @@ def table2(models: list[str], cases: int, gpus: int, seed: int, cluster_file: Pa
     rows = []
     for model in models:
         rng = np.random.default_rng(seed)
-        job = pipeline_job(profs[model], gpus, config, g, bi, bx)
+        try:
+            job = pipeline_job(profs[model], gpus, config, g, bi, bx)
+        except ValueError as e:  # e.g. more stages than the model has layers
+            print(f"  skipped {model} ({config} on {gpus} GPUs): {e}")
+            continue
         res = [run_case(job, random_caps(rng, gpus, g), mapper, g, bi, bx) for _ in range(cases)]
         he = statistics.fmean(c.pitt_map_s for c in res)
         ilp = statistics.fmean(c.pitt_ilp_s for c in res)
@@ -177,17 +182,21 @@ def main() -> None:
     ap.add_argument("--models", default="vgg19-cifar,vgg16,gpt-small")
     ap.add_argument("--cases", type=int, default=20)
     ap.add_argument("--gpus", type=int, default=16)
-    ap.add_argument("--config", default="even:4", help="even:S (S balanced stages) or planner")
+    ap.add_argument("--config", default="even:4",
+                    help="even:S (S balanced stages) or planner; a comma list of CFG[@GPUS] runs several setups")
     ap.add_argument("--random-jobs", type=int, default=200)
     ap.add_argument("--random-models", default="vgg16,resnet101,inception_v3,gnmt,gnmt_large,gpt-small,vgg19-cifar")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cluster", default=str(REPO / "cluster_configs" / "asrpt_sim_250x8.yaml"))
     args = ap.parse_args()
     t0 = time.perf_counter()
-    name, rows = table2(args.models.split(","), args.cases, args.gpus, args.seed, Path(args.cluster), args.config)
-    print(f"Table II: {args.gpus}-GPU pipeline job ({args.config}), {args.cases} availability cases per model, "
-          f"cluster {Path(args.cluster).stem}")
-    print(format_table2(name, rows))
+    for setup in args.config.split(","):  # CFG or CFG@GPUS
+        config, _, gpus = setup.strip().partition("@")
+        gpus = int(gpus) if gpus else args.gpus
+        name, rows = table2(args.models.split(","), args.cases, gpus, args.seed, Path(args.cluster), config)
+        print(f"Table II: {gpus}-GPU pipeline job ({config}), {args.cases} availability cases per model, "
+              f"cluster {Path(args.cluster).stem}")
+        print(format_table2(name, rows) + "\n")
     if args.random_jobs:
         s = random_sweep(args.random_models.split(","), args.random_jobs, args.seed + 1, Path(args.cluster))
         print(f"\nrandom jobs ({s['jobs']}: 2-32 GPUs, models {args.random_models}): PITT ratio mapper/ILP "

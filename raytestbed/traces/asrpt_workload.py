@@ -34,8 +34,8 @@ into jobs the way the paper does:
    every policy that takes one, so its predictor is fitted on earlier trace jobs
    before the first arrival (A-SRPT §V-A-1-c: the model is trained on the first
    80% of the trace). The job set's own jobs are never in the history, and the
-   job set is the same as without history except that a ``random`` start is drawn
-   from [H, N - jobs] so that H earlier rows exist.
+   job set is exactly the one built without history (a ``random`` start is drawn
+   as before; if it lies within H rows of the trace start, the history is shorter).
 
 All jobs use the ``pipeline`` pattern (one stage = data parallel). Times are seconds.
 """
@@ -130,8 +130,9 @@ def select_rows_with_history(rows: Sequence[TraceRow], p: AsrptTraceParams, rng:
     if want + h > n or want <= 0:
         more = f" (+ {h} history jobs)" if h else ""
         raise ConfigError(f"{where}.jobs: {want} jobs asked{more}, the trace has {n}")
-    if p.start == "random":
-        start = int(rng.integers(h, n - want + 1))
+    if p.start == "random":  # the same draw as without history; fewer history rows near the trace start
+        start = int(rng.integers(0, n - want + 1))
+        return list(rows[max(0, start - h):start]), list(rows[start:start + want])
     else:
         start = int(p.start) if p.jobs is not None or h == 0 else max(int(p.start), h)
         if start + want > n:
