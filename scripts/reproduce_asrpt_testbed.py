@@ -42,6 +42,15 @@ POLICIES = ["asrpt", "asrpt-perfect", "spjf", "spwf", "wcs-duration", "wcs-workl
 PAPER = {"asrpt_vs_perfect": 0.07, "best_gain_vs_baselines": 0.44}
 
 
+def _trace_kind(trace: str) -> dict:
+    """Workload kind (and DIR-LAB slice) of ``--trace``."""
+    if trace in ("aaic", "philly"):
+        return {"kind": trace}
+    if trace in ("helios", "philly15k"):
+        return {"kind": "dirlab", "trace": "helios" if trace == "helios" else "philly"}
+    raise RaytestbedError(f"--trace {trace!r}: expected aaic, philly, helios or philly15k")
+
+
 def trial_dict(k: int, args) -> dict:
     """The trial of job set ``k`` (seeded random start in the trace)."""
     scale = 0.1 * args.compress
@@ -49,7 +58,7 @@ def trial_dict(k: int, args) -> dict:
         "name": f"asrpt_testbed_set{k}",
         "seed": args.seed + k,
         "cluster": "testbed_14vgpu.yaml",
-        "workload": {"kind": "aaic", "jobs": args.jobs, "start": "random", "arrival_scale": scale,
+        "workload": {**_trace_kind(args.trace), "jobs": args.jobs, "start": "random", "arrival_scale": scale,
                      "iteration_scale": scale, "models": args.models, "max_stages": 4,
                      "single_gpu_share": args.single_gpu_share, "oversize": "drop",
                      "history_jobs": args.history_jobs},
@@ -72,6 +81,9 @@ def main(argv=None) -> int:
                     help="share of single-GPU jobs (the trace has ~91%%; the paper's testbed mixes both)")
     ap.add_argument("--models", default="vgg19-cifar,resnet-small,gpt-tiny",
                     help="stand-in models (profiles in workloads/profiles)")
+    ap.add_argument("--trace", default="aaic",
+                    help="aaic (user ids, request-signature groups), philly (RFold: no users, (size, shape) "
+                    "groups), helios / philly15k (DIR-LAB slices: (user, gpus, cpus, nodes) groups)")
     ap.add_argument("--history-jobs", type=int, default=0,
                     help="trace jobs just before each set that train the predictors (paper: the first 80%% "
                     "of the trace); 0 = cold start")

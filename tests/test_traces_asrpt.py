@@ -221,3 +221,21 @@ def test_history_rows_reach_the_predicting_policies(data_root):
     probe = next(j for j in js if j.group == g and j.user == u) if any(j.group == g for j in js) else None
     if probe is not None:
         assert pol.predictor.predict(probe) > 0  # a seen group is no longer predicted 0
+
+
+def test_testbed_script_with_history_and_trace_choice(data_root, tmp_path):
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "reproduce_asrpt_testbed.py"
+    spec = importlib.util.spec_from_file_location("reproduce_asrpt_testbed", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "tb"
+    rc = mod.main(["--out", str(out), "--sets", "1", "--jobs", "8", "--backends", "sim", "--history-jobs", "5",
+                   "--trace", "helios", "--policies", "asrpt,wcs-subtime", "--compress", "1"])
+    assert rc == 0
+    import yaml
+
+    cfg = yaml.safe_load((out / "set0" / "sim" / "asrpt" / "config.yaml").read_text())
+    assert cfg["workload"]["kind"] == "dirlab" and cfg["workload"]["history_jobs"] == 5
+    assert mod.main(["--out", str(out), "--trace", "nope", "--backends", "sim"]) == 2
