@@ -135,12 +135,7 @@ class FlowTable:
             info = active[cid]
             jobs.append(info.job_id)
             n = len(info.flows)
-            hit = self._static.get(cid)
-            if hit is None or hit[0] != n:
-                src = np.fromiter((f.src for f in info.flows), dtype=np.intp, count=n)
-                dst = np.fromiter((f.dst for f in info.flows), dtype=np.intp, count=n)
-                hit = (n, [f.flow_id for f in info.flows], src, dst)
-                self._static[cid] = hit
+            hit = self._static_of(cid, info)
             live.add(cid)
             fids.extend(hit[1])
             srcs.append(hit[2])
@@ -155,19 +150,20 @@ class FlowTable:
         return Flows(fids, list(coflow_ids), jobs, cat(cfs, np.intp), src, dst,
                      np.maximum(cat(rems, float), MIN_BYTES), inc_flow, inc_link)
 
+    def _static_of(self, cid, info) -> tuple:
+        """Cached (flow count, flow ids, src array, dst array) of coflow ``cid``; rebuilt when its flows changed."""
+        n = len(info.flows)
+        hit = self._static.get(cid)
+        if hit is None or hit[0] != n:
+            src = np.fromiter((f.src for f in info.flows), dtype=np.intp, count=n)
+            dst = np.fromiter((f.dst for f in info.flows), dtype=np.intp, count=n)
+            hit = (n, [f.flow_id for f in info.flows], src, dst)
+            self._static[cid] = hit
+        return hit
 
     def _read_fast(self, active, coflow_ids: list[tuple], links: LinkIndex) -> Flows:
         infos = [active[c] for c in coflow_ids]
-        statics = []
-        for cid, info in zip(coflow_ids, infos):
-            n = len(info.flows)
-            hit = self._static.get(cid)
-            if hit is None or hit[0] != n:
-                src = np.fromiter((f.src for f in info.flows), dtype=np.intp, count=n)
-                dst = np.fromiter((f.dst for f in info.flows), dtype=np.intp, count=n)
-                hit = (n, [f.flow_id for f in info.flows], src, dst)
-                self._static[cid] = hit
-            statics.append(hit)
+        statics = [self._static_of(cid, info) for cid, info in zip(coflow_ids, infos)]
         if len(self._static) > 4 * max(1, len(coflow_ids)) + 64:
             live = set(coflow_ids)
             self._static = {c: v for c, v in self._static.items() if c in live}
