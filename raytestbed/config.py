@@ -109,6 +109,10 @@ class EmuConfig(_Strict):
         None, description="emulated seconds per wall second (10: one wall second is ten seconds of the emulated "
         "cluster); default: the largest that keeps every NIC at <= 100 MB/s wall (raytestbed.emu.timescale)")
     fabric: Literal["paced", "virtual"] = Field("paced", description="fabric clock (docs/emulator.md)")
+    nic_share: Literal["fair", "reserved"] = Field(
+        "fair", description="fair: flows share each NIC by weighted max-min (a lone flow gets the whole NIC); "
+        "reserved: every GPU owns NIC/g of its server's NIC in each direction (A-SRPT's network model, spec "
+        "README §3 reserved_share; compare with the simulator's analytic asrpt timing)")
     compute: Literal["replay", "real"] = Field(
         "replay", description="replay: hold each emulated GPU for the profiled time; real: run the PyTorch stages")
     address: str | None = Field(None, description="Ray cluster address to attach to (default: start a local Ray)")

@@ -46,10 +46,12 @@ class PutSend(StageWorker):
     """``_send`` as it was: ``ray.put`` the payload, hand the receiver the ref and the flow's ref."""
 
     async def _send(self, dst_gpu, key, payload, nbytes, meta=None, coflow=None):
-        tr = self.fabric.transfer.remote(self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes), coflow)
+        tr = self.fabric.transfer_span.remote(self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes), coflow)
         ref = ray.put(payload)
         self.deliveries.append(self.peers[dst_gpu].deliver.remote(key, ref, [tr], meta))
-        return float(await tr)
+        began, ended = await tr
+        self._reached(ended)
+        return ended - began
 
 
 class AfterSend(StageWorker):
@@ -57,12 +59,14 @@ class AfterSend(StageWorker):
     wait on, but the bytes move after the flow instead of during it)."""
 
     async def _send(self, dst_gpu, key, payload, nbytes, meta=None, coflow=None):
-        took = float(await self.fabric.transfer.remote(self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes), coflow))
-        self.deliveries.append(self.peers[dst_gpu].deliver_done.remote(key, payload, took, meta))
-        return took
+        began, ended = await self.fabric.transfer_span.remote(self.spec.job_id, self.spec.gpu, dst_gpu,
+                                                              int(nbytes), coflow)
+        self.deliveries.append(self.peers[dst_gpu].deliver_done.remote(key, payload, ended - began, meta, ended))
+        self._reached(ended)
+        return ended - began
 
-    async def deliver_done(self, key, data, flow_emu_s, meta=None):
-        await self.inbox.put(key, (data, flow_emu_s, meta))
+    async def deliver_done(self, key, data, flow_emu_s, meta=None, ended=0.0):
+        await self.inbox.put(key, (data, flow_emu_s, meta, ended))
 
 
 VARIANTS = {"put+ref (old)": PutSend, "StageWorker": StageWorker, "after flow": AfterSend}

@@ -239,3 +239,38 @@ def test_virtual_mode_settles_before_advancing_and_honours_start_times():
     assert tc == pytest.approx(0.1)  # alone on the NIC after the first two finished at 0.2 s
     assert d == pytest.approx(0.1) and stats["late_transfers"] == 1
     assert stats["now_s"] == pytest.approx(1.2)
+
+
+# ---------------------------------------------------------------- reserved NIC shares (A-SRPT's model)
+def test_reserved_share_gives_a_lone_flow_only_its_gpus_share():
+    """nic_share 'reserved': a GPU owns NIC / g; a lone flow does not get the whole NIC as under 'fair'."""
+    cl = Cluster.homogeneous(2, 4, 100 * MB, 1000 * MB)
+
+    def took(share):
+        async def main():
+            f = LocalFabric(cl, nic_share=share)
+            return await f.transfer(0, 0, 4, 50 * MB)
+
+        return asyncio.run(main())
+
+    assert took("fair") == pytest.approx(0.5)
+    assert took("reserved") == pytest.approx(2.0)  # 50 MB at 100 MB/s / 4 GPUs
+
+
+def test_reserved_share_two_gpus_each_get_their_share_and_one_gpu_shares_its_own():
+    cl = Cluster.homogeneous(2, 4, 100 * MB, 1000 * MB)
+
+    async def main():
+        f = LocalFabric(cl, nic_share="reserved")
+        # GPUs 0 and 1 (server 0) send to GPUs 4 and 5 (server 1); GPU 2 sends two flows of another job
+        return await asyncio.gather(f.transfer(0, 0, 4, 25 * MB), f.transfer(0, 1, 5, 25 * MB),
+                                    f.transfer(1, 2, 6, 25 * MB), f.transfer(1, 2, 7, 25 * MB))
+
+    a, b, c, d = asyncio.run(main())
+    assert a == pytest.approx(1.0) and b == pytest.approx(1.0)  # 25 MB at 25 MB/s each
+    assert c == pytest.approx(2.0) and d == pytest.approx(2.0)  # GPU 2's 25 MB/s shared by its two flows
+
+
+def test_unknown_nic_share_is_refused():
+    with pytest.raises(ValueError, match="nic_share"):
+        LocalFabric(Cluster.homogeneous(2, 1, 100 * MB, 1000 * MB), nic_share="greedy")

@@ -124,7 +124,7 @@ def test_ring_allreduce_is_sum(emu):
     # three replicas on two servers, ring in GPU order 0 -> 1 -> 3 -> 0
     plan = plan_job(job, Placement(((3, 0, 1),)), emu.cluster, iterations=1)
     mon = ray.remote(JobMonitor).remote(13, 3, None, 1.0, 0)
-    ws = [ray.remote(StageWorker).options(num_cpus=0).remote(s, emu.fabric, mon, 1.0) for s in plan.workers]
+    ws = [ray.remote(StageWorker).options(num_cpus=0).remote(s, emu.fabric, mon, emu.time_scale) for s in plan.workers]
     peers = {s.gpu: w for s, w in zip(plan.workers, ws)}
     ray.get([w.connect.remote(peers) for w in ws])
     rng = np.random.default_rng(0)

@@ -218,6 +218,7 @@ class EmuBackend:
             "tdf": float(ts.to_wall(1.0)),
             "compute": self.compute,
             "fabric": getattr(self.emu, "mode", "paced"),
+            "nic_share": getattr(self.emu, "nic_share", "fair"),
             "servers": self.cluster.num_servers,
             "emulated_gpus": self.cluster.total_gpus,
             "host_cpus": cores,
@@ -250,7 +251,7 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
     factor = cfg.time_scale if cfg.time_scale is not None else suggest_factor(cluster)
     policies = [p for p in (policy, network_policy) if p is not None]
     with EmuCluster(cluster, time_scale=factor, address=cfg.address, mode=cfg.fabric,
-                    worker_pool=getattr(cfg, "worker_pool", True)) as emu:
+                    worker_pool=getattr(cfg, "worker_pool", True), nic_share=cfg.nic_share) as emu:
         if emu.pool is not None and cfg.compute == "real":
             emu.pool.preload_real_compute()  # torch in every GPU host, before the trial clock
         backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, poll_s=cfg.progress_s,

@@ -22,6 +22,7 @@ import warnings
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.emu.fabric import ServerLostError, fabric_actor_class
+from raytestbed.emu.fluid import NIC_SHARES
 from raytestbed.emu.raysession import RaySession
 from raytestbed.emu.server import ServerActor
 from raytestbed.emu.timescale import TimeScale, check_links
@@ -47,6 +48,8 @@ class EmuCluster:
         auth: Ray token authentication, ``"session"`` | ``"disabled"`` | ``"inherit"`` (raysession.py).
         host: bind address of a local Ray (default 127.0.0.1).
         ready_timeout_s: wall seconds to wait for placement groups and actors (default 60 + 2 per server).
+        nic_share: how the fabric shares a NIC: ``"fair"`` (weighted max-min) or ``"reserved"`` (every
+            GPU owns NIC / g, A-SRPT's model; :mod:`raytestbed.emu.fluid`).
         worker_pool: start the worker pool (:mod:`raytestbed.emu.pool`: one long-lived host actor per
             GPU group plus a monitor host) now, so that starting a job needs no new process; False =
             every job start creates its own actors (the executors' per-job mode).
@@ -56,12 +59,15 @@ class EmuCluster:
     def __init__(self, cluster: Cluster, *, time_scale: float | TimeScale = 1.0, address: str | None = None,
                  gpus_per_actor: int | None = None, mode: str = "paced", strict: bool = False,
                  auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
-                 settle_s: float = 0.005, worker_pool: bool = True, **ray_opts) -> None:
+                 settle_s: float = 0.005, worker_pool: bool = True, nic_share: str = "fair", **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
 
         if mode not in ("paced", "virtual"):
             raise ConfigError(f"emulator: mode must be 'paced' or 'virtual', got {mode!r}")
+        if nic_share not in NIC_SHARES:
+            raise ConfigError(f"emulator: nic_share must be one of {', '.join(NIC_SHARES)}, got {nic_share!r}")
+        self.nic_share = nic_share
         if gpus_per_actor is not None and not (isinstance(gpus_per_actor, int) and gpus_per_actor >= 1):
             raise ConfigError(f"emulator: gpus_per_actor must be an integer >= 1, got {gpus_per_actor!r}")
         self.cluster = cluster
@@ -116,7 +122,7 @@ class EmuCluster:
                     s.server_id, first, s.gpus, self.time_scale)
                 self.servers.append(a)
             self.fabric = fabric_actor_class().options(max_concurrency=100_000, num_cpus=0).remote(
-                cluster, self.time_scale, mode, settle_s)
+                cluster, self.time_scale, mode, settle_s, nic_share)
             pings = [a.ping.remote() for a in self.servers] + [self.fabric.ping.remote()]
             _, late = ray.wait(pings, num_returns=len(pings), timeout=ready_timeout_s)
             if late:

@@ -61,10 +61,12 @@ class Fabric:
         time_scale: a :class:`TimeScale` or its factor (emulated s per wall s); paced mode only.
         mode: ``"paced"`` or ``"virtual"``.
         settle_s: virtual mode: wall seconds without new transfers before the clock advances.
+        nic_share: ``"fair"`` (max-min over each NIC) or ``"reserved"`` (every GPU owns NIC / g;
+            :mod:`raytestbed.emu.fluid`).
     """
 
     def __init__(self, cluster: Cluster, time_scale: TimeScale | float = 1.0, mode: str = "paced",
-                 settle_s: float = 0.005) -> None:
+                 settle_s: float = 0.005, nic_share: str = "fair") -> None:
         if mode not in ("paced", "virtual"):
             raise ValueError(f"fabric mode must be 'paced' or 'virtual', got {mode!r}")
         self.cluster = cluster
@@ -72,7 +74,7 @@ class Fabric:
         self.mode = mode
         self.settle_s = float(settle_s)
         self.max_backdate_wall_s = 0.05
-        self.net = FluidNet(cluster)
+        self.net = FluidNet(cluster, nic_share)
         self._ids = itertools.count()
         self._lost: set[int] = set()
         self._bytes_sent: dict[int, float] = defaultdict(float)
@@ -92,11 +94,24 @@ class Fabric:
                        coflow_id: Hashable | None = None, start_s: float | None = None) -> float:
         """Carry ``nbytes`` bytes from ``src_gpu`` to ``dst_gpu``; return the emulated seconds taken.
 
+        The same as :meth:`transfer_span`, which also tells when the flow ended.
+        """
+        began, ended = await self.transfer_span(job_id, src_gpu, dst_gpu, nbytes, coflow_id, start_s)
+        return ended - began
+
+    async def transfer_span(self, job_id: int, src_gpu: int, dst_gpu: int, nbytes: int,
+                            coflow_id: Hashable | None = None,
+                            start_s: float | None = None) -> tuple[float, float]:
+        """Carry ``nbytes`` bytes from ``src_gpu`` to ``dst_gpu``; return ``(start_s, finish_s)``.
+
+        Both in emulated seconds on the fabric's clock: when the flow started (after any
+        back-dating, see below) and when its last byte arrived in the fluid model.
+
         ``start_s``: the emulated time (``TimeScale.now()``) at which the sender issued the
         transfer.  Virtual mode: the flow starts then (or is counted late).  Paced mode: the
         control-plane delay since then (<= 50 ms wall) is credited, as if the fabric had
         seen the flow at once.
-        Same GPU or ``nbytes == 0``: returns 0.0 at once.  A transfer touching a lost server
+        Same GPU or ``nbytes == 0``: done at once (0 s).  A transfer touching a lost server
         raises :class:`ServerLostError` (also when the server is lost while it is in flight).
         """
         n = self.cluster.total_gpus
@@ -110,7 +125,8 @@ class Fabric:
         if lost:
             raise ServerLostError(f"transfer of job {job_id}: server {min(lost)} was lost")
         if src_gpu == dst_gpu or nbytes == 0:
-            return 0.0
+            t = self._now() if start_s is None else min(float(start_s), self._now())
+            return t, t
         loop = asyncio.get_running_loop()
         now = self._now()
         x = Transfer(next(self._ids), job_id, coflow_id, src_gpu, dst_gpu, s, d, float(nbytes), now,
@@ -186,7 +202,7 @@ class Fabric:
                 if cf["active"] == 0:
                     cf["end_s"] = x.finish_s
             if not x.token.done():
-                x.token.set_result(x.finish_s - x.start_s)
+                x.token.set_result((x.start_s, x.finish_s))
 
     # ------------------------------------------------------------ paced clock
     def _reschedule(self) -> None:
@@ -344,8 +360,8 @@ class Fabric:
 class LocalFabric(Fabric):
     """The fabric in-process without Ray and without delay (virtual time, no settling), for unit tests."""
 
-    def __init__(self, cluster: Cluster, time_scale: TimeScale | float = 1.0) -> None:
-        super().__init__(cluster, time_scale, mode="virtual", settle_s=0.0)
+    def __init__(self, cluster: Cluster, time_scale: TimeScale | float = 1.0, nic_share: str = "fair") -> None:
+        super().__init__(cluster, time_scale, mode="virtual", settle_s=0.0, nic_share=nic_share)
 
 
 def fabric_actor_class():

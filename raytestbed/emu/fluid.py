@@ -13,6 +13,14 @@ time) and :class:`~raytestbed.emu.fabric.LocalFabric` drive.
 * A transfer between two GPUs of one server crosses no link; its connection
   (per GPU pair) is capped at ``intra_bps`` (architecture.md: intra-server
   traffic is a per-flow cap).
+* NIC sharing (``nic_share``): ``"fair"`` (default) shares each NIC by weighted
+  max-min among the connections crossing it, so a lone flow gets the whole NIC;
+  ``"reserved"`` gives every GPU its own B_inter/g of its server's NIC in each
+  direction (A-SRPT §III-A's model, spec README §3 ``reserved_share``): an
+  inter-server transfer also crosses its source GPU's ``("gpu_out", gpu)`` and
+  its destination GPU's ``("gpu_in", gpu)`` link, each of capacity NIC / g, and
+  connections are per GPU pair. The GPU links of a server add up to its NIC, so
+  no GPU can borrow another's idle share.
 * Rates are recomputed whenever a transfer starts or ends, a weight, rate
   override or link capacity changes (the allocator recomputes lazily).
 
@@ -31,6 +39,9 @@ from typing import Any
 from raytestbed.core.cluster import Cluster
 from raytestbed.errors import PolicyError
 from raytestbed.network.allocator import RateAllocator
+
+#: How NICs are shared (module docstring).
+NIC_SHARES = ("fair", "reserved")
 
 #: Bytes below which a transfer counts as delivered (float round-off).
 _EPS_BYTES = 1e-6
@@ -72,11 +83,20 @@ class FluidNet:
 
     Args:
         cluster: the emulated cluster (capacities in bytes/s).
+        nic_share: ``"fair"`` or ``"reserved"`` (module docstring).
     """
 
-    def __init__(self, cluster: Cluster) -> None:
+    def __init__(self, cluster: Cluster, nic_share: str = "fair") -> None:
+        if nic_share not in NIC_SHARES:
+            raise ValueError(f"nic_share must be one of {', '.join(NIC_SHARES)}, got {nic_share!r}")
         self.cluster = cluster
+        self.nic_share = nic_share
         self.base_caps = dict(cluster.link_capacities())
+        if nic_share == "reserved":
+            for s in cluster.servers:
+                for g in cluster.gpus_of(s.server_id):
+                    self.base_caps[("gpu_out", g)] = s.nic_egress_bps / s.gpus
+                    self.base_caps[("gpu_in", g)] = s.nic_ingress_bps / s.gpus
         self.link_factor: dict[Hashable, float] = {}  # slow-down factors (> 1 = slower)
         self.intra_factor: dict[int, float] = {}  # per server
         self.alloc = RateAllocator(self.base_caps)
@@ -93,6 +113,8 @@ class FluidNet:
         s, d = self.cluster.server_of(src_gpu), self.cluster.server_of(dst_gpu)
         if s == d:
             return ("intra", job_id, coflow_id, src_gpu, dst_gpu)
+        if self.nic_share == "reserved":
+            return ("inter", job_id, coflow_id, s, d, src_gpu, dst_gpu)
         return ("inter", job_id, coflow_id, s, d)
 
     def add(self, x: Transfer) -> None:
@@ -105,6 +127,8 @@ class FluidNet:
                 links, cap = (), self.cluster.intra_bps / self.intra_factor.get(x.src_server, 1.0)
             else:
                 links, cap = self.cluster.path(x.src_server, x.dst_server), math.inf
+                if self.nic_share == "reserved":
+                    links = (("gpu_out", x.src_gpu), *links, ("gpu_in", x.dst_gpu))
             conn = _Conn(key, x.job_id, links, cap)
             self.conns[key] = conn
             self.alloc.add_flow(key, links, weight=self.weights.get(x.job_id, 1.0), cap=cap)

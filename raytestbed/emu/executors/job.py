@@ -237,7 +237,7 @@ class JobRun:
         PsActor = ray.remote(ParamServer)
         for spec in plan.workers:
             opts = {"num_cpus": 0, **emu.worker_options(spec.gpu)}
-            self.workers.append(WorkerActor.options(**opts).remote(spec, emu.fabric, self.monitor, self.factor))
+            self.workers.append(WorkerActor.options(**opts).remote(spec, emu.fabric, self.monitor, emu.time_scale))
         for ps in plan.ps:
             opts = {"num_cpus": 0, **_server_options(emu, ps.server, ps.gpu)}
             self.ps.append(PsActor.options(**opts).remote(ps, emu.fabric))
@@ -263,7 +263,7 @@ class JobRun:
             items: dict[int, tuple] = {}  # id(host) -> (host, items)
             for spec, h in zip(plan.workers, self.hosts):
                 items.setdefault(id(h), (h, []))[1].append(
-                    (spec.gpu, StageWorker, (spec, self.emu.fabric, self.monitor, self.factor),
+                    (spec.gpu, StageWorker, (spec, self.emu.fabric, self.monitor, self.emu.time_scale),
                      [("connect", (peers, self.ps))]))
             for ps, h in zip(plan.ps, self._ps_hosts):
                 items.setdefault(id(h), (h, []))[1].append((("ps", ps.index), ParamServer, (ps, self.emu.fabric), []))

@@ -19,28 +19,44 @@ backward B(i)
     all-gather, A-SRPT eq. 6 / SJF-BCO eq. 8); SGD step. PS jobs push h/#PS
     bytes to every PS and pull the summed gradient back instead (Parrot).
 
-Every transfer asks the fabric first (``fabric.transfer``: returns after the
-paced flow completed, with its emulated duration) and hands the real numpy
-buffer to the receiver at the same time (a direct call argument: inlined below
-100 KB, through Ray's object store above). Times are measured on the
-wall clock and reported in emulated seconds (wall x time-scale factor).
+Every transfer asks the fabric first (``fabric.transfer_span``: returns after
+the paced flow completed, with its start and end on the fabric's emulated clock)
+and hands the real numpy buffer to the receiver at the same time (a direct call
+argument: inlined below 100 KB, through Ray's object store above).
+
+Logical clock. Each worker keeps ``t``, the emulated time (fabric clock, seconds)
+at which its last step *logically* ended: a flow at its end time in the fabric's
+fluid model, a held GPU ``d`` seconds after it was taken, a received slice when
+its flow ended. A transfer is issued with ``start_s = t``: the fabric back-dates
+the flow by the control-plane delay since then (Ray calls and wake-ups, ~5-20 ms
+wall per message on this host; at most ``Fabric.max_backdate_wall_s``), and a GPU
+hold sleeps until ``t + d`` rather than for ``d`` from now. So the host's message
+latency is not charged to the emulated cluster, whose links have microsecond
+latency (docs/emulator.md, "Logical clock"); bandwidth sharing and compute are
+unchanged. Per-iteration compute/comm times are reported from this clock, in
+emulated seconds. Given a bare time-scale factor instead of a
+:class:`~raytestbed.emu.timescale.TimeScale` (no epoch shared with the fabric), a
+worker falls back to the wall clock: nothing is back-dated.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections import defaultdict
 
 import numpy as np
 
 from raytestbed.emu.executors.plan import PsSpec, WorkerSpec
+from raytestbed.emu.timescale import TimeScale
 
 
 def fabric_call(fabric, method: str, *args):
-    """Call ``fabric.method(*args)`` on a Ray actor handle or an in-process fabric; returns an awaitable."""
+    """Call ``fabric.method(*args)`` on a Ray actor handle or an in-process fabric; returns an awaitable
+    that may be awaited more than once (an ObjectRef, or a task for an in-process fabric)."""
     m = getattr(fabric, method)
-    return m.remote(*args) if hasattr(m, "remote") else m(*args)
+    return m.remote(*args) if hasattr(m, "remote") else asyncio.ensure_future(m(*args))
 
 
 def _rotated(n: int, start: int) -> list[int]:
@@ -74,11 +90,15 @@ class _Inbox:
 class StageWorker:
     """One stage replica (see the module docstring). Created by :func:`start_job`."""
 
-    def __init__(self, spec: WorkerSpec, fabric, monitor, factor: float) -> None:
+    def __init__(self, spec: WorkerSpec, fabric, monitor, scale: TimeScale | float) -> None:
         self.spec = spec
         self.fabric = fabric
         self.monitor = monitor
-        self.factor = float(factor)  # emulated seconds per wall second
+        # the fabric's clock (shared epoch), or only a factor: then the worker's own wall clock
+        self.logical = isinstance(scale, TimeScale)
+        self.scale = scale if self.logical else TimeScale(float(scale))
+        self.factor = self.scale.factor  # emulated seconds per wall second
+        self.t = self.scale.now()  # logical clock, emulated s (module docstring)
         self.peers: dict[int, object] = {}  # gpu -> worker handle
         self.ps: list = []
         self.inbox = _Inbox()
@@ -116,27 +136,41 @@ class StageWorker:
 
     async def deliver(self, key, data, flow: list, meta=None) -> None:
         """Called by the sending peer with the buffer and ``[ref]`` of its fabric transfer;
-        the slice is usable once that paced flow completed."""
-        flow_emu_s = float(await flow[0])
-        await self.inbox.put(key, (data, flow_emu_s, meta))
+        the slice is usable once that paced flow completed. Inbox item: (data, flow seconds,
+        meta, flow end on the fabric clock)."""
+        began, ended = await flow[0]
+        await self.inbox.put(key, (data, ended - began, meta, ended))
 
     # ------------------------------------------------------------- helpers
     def _emu(self, wall_s: float) -> float:
         return wall_s * self.factor
 
+    def _reached(self, fabric_end_s: float) -> None:
+        """A flow this worker waited for ended at ``fabric_end_s`` (fabric clock): move ``t`` there."""
+        self.t = max(self.t, fabric_end_s if self.logical else self.scale.now())
+
     async def _hold_gpu(self, emu_s: float) -> None:
+        """Hold the emulated GPU for ``emu_s`` emulated seconds after ``t`` (sleep until ``t + emu_s``)."""
         if emu_s > 0:
-            await asyncio.sleep(emu_s / self.factor)
+            self.t += emu_s
+            wait = self.scale.to_wall(self.t - self.scale.now())
+            if wait > 0:
+                await asyncio.sleep(wait)
 
     async def _send(self, dst_gpu: int, key, payload: np.ndarray, nbytes: int, meta=None, coflow=None) -> float:
-        """Paced transfer of ``payload`` to the worker on ``dst_gpu``; returns the emulated flow time."""
-        tr = fabric_call(self.fabric, "transfer", self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes), coflow)
+        """Paced transfer of ``payload`` to the worker on ``dst_gpu``, issued at ``t``; returns the
+        emulated flow time and moves ``t`` to the flow's end."""
+        start = self.t if self.logical else None
+        tr = fabric_call(self.fabric, "transfer_span", self.spec.job_id, self.spec.gpu, dst_gpu, int(nbytes),
+                         coflow, start)
         # the receiver gets the buffer now and waits for the flow's completion itself (one message
         # hop less on the critical path); we hold our GPU until the flow completed. The buffer is a
         # direct argument: Ray inlines it in the call below 100 KB (no object-store put and fetch:
         # ~4 ms less per message, docs/benchmarks.md "Worker pool") and stores larger ones itself.
         self.deliveries.append(self.peers[dst_gpu].deliver.remote(key, payload, [tr], meta))
-        return float(await tr)
+        began, ended = await tr
+        self._reached(ended)
+        return ended - began
 
     def _abort(self, key) -> bool:
         return key[1] >= self.limit
@@ -149,6 +183,7 @@ class StageWorker:
         """Run the 1F1B schedule until ``limit`` mini-batches are done; returns how many."""
         W = self.spec.in_flight
         j = 0
+        self.t = self.scale.now()
         while True:
             if self.hold and self.next_f < j + W:
                 async with self.inbox.cond:
@@ -179,9 +214,10 @@ class StageWorker:
                 if got is None:
                     return False
                 pieces.append(got)
-            t0 = time.perf_counter()
+            self._reached(max(p[3] for p in pieces))
+            t0 = self.t
             await self._hold_gpu(sum(p[1] for p in pieces))
-            a["comm"] += self._emu(time.perf_counter() - t0)
+            a["comm"] += self.t - t0
             if sp.mode == "real":
                 x = np.concatenate([p[0] for p in pieces])
                 idx = np.concatenate([p[2]["idx"] for p in pieces])
@@ -189,20 +225,20 @@ class StageWorker:
         elif sp.mode == "real":
             idx = self.stage.first_shard()
         # compute
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, w0, c0 = self.t, time.perf_counter(), time.thread_time()
         if sp.mode == "real":
             out, loss = self.stage.forward(i, x, idx)
-            a["comp"] += self._emu(time.perf_counter() - t0)
+            self.t += self._emu(time.perf_counter() - w0)
             a["cpu"] += time.thread_time() - c0
             if loss is not None:
                 a["loss"], a["n"] = loss, len(idx)
         else:
             await self._hold_gpu(sp.profile.fwd_s)
-            a["comp"] += self._emu(time.perf_counter() - t0)
             out = None
+        a["comp"] += self.t - t0
         # send activations downstream
         if sp.next_gpus:
-            t0 = time.perf_counter()
+            t0 = self.t
             k_next = len(sp.next_gpus)
             if sp.mode == "real":
                 parts = np.array_split(out, k_next)
@@ -215,7 +251,7 @@ class StageWorker:
                 buf = np.zeros(sp.act_out_bytes, dtype=np.uint8)
                 for t in _rotated(k_next, sp.replica):
                     await self._send(sp.next_gpus[t], ("act", i, sp.replica), buf, buf.nbytes, None)
-            a["comm"] += self._emu(time.perf_counter() - t0)
+            a["comm"] += self.t - t0
         return True
 
     async def _backward(self, j: int) -> None:
@@ -226,21 +262,23 @@ class StageWorker:
             pieces = []
             for t in range(len(sp.next_gpus)):
                 pieces.append(await self._take(("grad", j, t)))
-            t0 = time.perf_counter()
+            self._reached(max(p[3] for p in pieces))
+            t0 = self.t
             await self._hold_gpu(sum(p[1] for p in pieces))
-            a["comm"] += self._emu(time.perf_counter() - t0)
+            a["comm"] += self.t - t0
             if sp.mode == "real":
                 grad = np.concatenate([p[0] for p in pieces])
-        t0, c0 = time.perf_counter(), time.thread_time()
+        t0, w0, c0 = self.t, time.perf_counter(), time.thread_time()
         if sp.mode == "real":
             gin = self.stage.backward(j, grad)
+            self.t += self._emu(time.perf_counter() - w0)
             a["cpu"] += time.thread_time() - c0
         else:
             await self._hold_gpu(sp.profile.bwd_s)
             gin = None
-        a["comp"] += self._emu(time.perf_counter() - t0)
+        a["comp"] += self.t - t0
         if sp.prev_gpus:
-            t0 = time.perf_counter()
+            t0 = self.t
             if sp.mode == "real":
                 sizes = self.meta[j]["sizes"]
                 parts = np.split(gin, np.cumsum(sizes)[:-1])
@@ -250,10 +288,10 @@ class StageWorker:
                 buf = np.zeros(sp.act_in_bytes, dtype=np.uint8)
                 for q in _rotated(len(sp.prev_gpus), sp.replica):
                     await self._send(sp.prev_gpus[q], ("grad", j, sp.replica), buf, buf.nbytes)
-            a["comm"] += self._emu(time.perf_counter() - t0)
+            a["comm"] += self.t - t0
         self.meta.pop(j, None)
         # gradient synchronisation
-        t0 = time.perf_counter()
+        t0 = self.t
         flat = self.stage.flat_grad(j) if sp.mode == "real" else None
         if sp.ps_gpus:
             total = await self._ps_sync(j, flat)
@@ -261,14 +299,15 @@ class StageWorker:
             total = await self._ring_allreduce(j, flat)
         else:
             total = flat
-        a["comm"] += self._emu(time.perf_counter() - t0)
         if sp.mode == "real":
             self.stage.apply(total)
+        a["comm"] += self.t - t0
         if self.deliveries:  # surface a dead receiver; normally all long done
             pending, self.deliveries = self.deliveries, []
             await asyncio.gather(*pending)
         acc = self.acc.pop(j)
-        self.monitor.record.remote(j, sp.rank, time.time(), acc["comp"], acc["comm"], acc.get("loss"),
+        end_wall = self.scale.epoch + self.scale.to_wall(self.t)  # the logical end as a wall time
+        self.monitor.record.remote(j, sp.rank, end_wall, acc["comp"], acc["comm"], acc.get("loss"),
                                    acc.get("n", 0), acc["cpu"])
 
     # ------------------------------------------------------------- all-reduce
@@ -300,6 +339,7 @@ class StageWorker:
                 send_i, recv_i = (pos + 1 - t) % k, (pos - t) % k
             send = self._send(nxt, ("ar", j, step), chunks[send_i], chunks[send_i].nbytes, coflow=coflow)
             got, _ = await asyncio.gather(self._take(("ar", j, step)), send)
+            self._reached(got[3])
             data = got[0]
             if flat is not None:
                 if step < k - 1:
@@ -319,16 +359,20 @@ class StageWorker:
             h = int(sp.profile.param_bytes)
             shards = [np.zeros(len(c), dtype=np.uint8) for c in np.array_split(np.empty(h, dtype=np.uint8), n)]
 
+        start = self.t if self.logical else None
+
         async def push(p: int) -> None:
-            tr = fabric_call(self.fabric, "transfer", sp.job_id, sp.gpu, sp.ps_gpus[p], int(shards[p].nbytes),
-                             f"job{sp.job_id}:it{it}:push")
-            flow = await tr
-            await self.ps[p].push.remote(j, sp.rank, shards[p], float(flow))
+            tr = fabric_call(self.fabric, "transfer_span", sp.job_id, sp.gpu, sp.ps_gpus[p], int(shards[p].nbytes),
+                             f"job{sp.job_id}:it{it}:push", start)
+            _, ended = await tr
+            self._reached(ended)
+            await self.ps[p].push.remote(j, sp.rank, shards[p], ended if self.logical else None)
 
         await asyncio.gather(*(push(p) for p in range(n)))
         pulled = await asyncio.gather(*(self.ps[p].pull.remote(j, sp.gpu, f"job{sp.job_id}:it{it}:pull")
                                         for p in range(n)))
-        return np.concatenate(pulled) if flat is not None else None
+        self._reached(max(end for _, end in pulled))
+        return np.concatenate([out for out, _ in pulled]) if flat is not None else None
 
 
 class ParamServer:
@@ -340,16 +384,24 @@ class ParamServer:
         self.sums: dict[int, np.ndarray] = {}
         self.count: dict[int, int] = defaultdict(int)
         self.pulled: dict[int, int] = defaultdict(int)
+        self.ready_s: dict[int, float | None] = {}  # iteration -> when its last push ended (fabric clock)
         self.cond = asyncio.Condition()
 
-    async def push(self, j: int, rank: int, data, flow_emu_s: float) -> None:
+    async def push(self, j: int, rank: int, data, flow_end_s: float | None) -> None:
+        """A worker's shard of iteration ``j``; ``flow_end_s``: its push flow's end on the fabric
+        clock (None: the worker keeps no logical clock, then nothing is back-dated)."""
         async with self.cond:
             if self.spec.mode == "real":
                 self.sums[j] = np.array(data) if j not in self.sums else self.sums[j] + data
             self.count[j] += 1
+            prev = self.ready_s.get(j, -math.inf)
+            self.ready_s[j] = None if prev is None or flow_end_s is None else max(prev, flow_end_s)
             self.cond.notify_all()
 
-    async def pull(self, j: int, dst_gpu: int, coflow: str):
+    async def pull(self, j: int, dst_gpu: int, coflow: str) -> tuple:
+        """The summed shard of iteration ``j`` for the worker on ``dst_gpu``, once every worker pushed;
+        returns (shard, the pull flow's end on the fabric clock). The pull is issued at the logical
+        time the last push ended (worker.py module docstring, "Logical clock")."""
         w = len(self.spec.worker_gpus)
         async with self.cond:
             await self.cond.wait_for(lambda: self.count[j] >= w)
@@ -357,10 +409,12 @@ class ParamServer:
             out = self.sums[j]
         else:
             out = np.zeros(self.spec.shard_bytes, dtype=np.uint8)
-        await fabric_call(self.fabric, "transfer", self.spec.job_id, self.spec.gpu, dst_gpu, int(out.nbytes), coflow)
+        _, ended = await fabric_call(self.fabric, "transfer_span", self.spec.job_id, self.spec.gpu, dst_gpu,
+                                     int(out.nbytes), coflow, self.ready_s.get(j))
         self.pulled[j] += 1
         if self.pulled[j] >= w:
             self.sums.pop(j, None)
             self.count.pop(j, None)
             self.pulled.pop(j, None)
-        return out
+            self.ready_s.pop(j, None)
+        return out, ended
