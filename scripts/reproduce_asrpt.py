@@ -64,6 +64,7 @@ from raytestbed.schedulers.base import available_policies, make_policy  # noqa: 
 from raytestbed.sim.engine import Simulator  # noqa: E402
 from raytestbed.traces.aaic import DEFAULT_FILES, FOLDER as AAIC_FOLDER, read_aaic  # noqa: E402
 from raytestbed.traces.asrpt_workload import AsrptTraceParams, build_asrpt_jobs  # noqa: E402
+from raytestbed.traces.asrpt_workload import trace_busy_gpus  # noqa: E402,F401  (= workload offered_load's B)
 from raytestbed.traces.datadir import data_file  # noqa: E402
 from raytestbed.traces.dirlab import FOLDER as DIRLAB_FOLDER, read_dirlab  # noqa: E402
 from raytestbed.traces.philly import FILE as PHILLY_FILE, read_philly  # noqa: E402
@@ -118,14 +119,6 @@ class JobSet:
     history: list[tuple[str, str, int]]  #: (group, user, iterations) of the jobs before the set
     start: int
     offered_load: float  #: sum g_i n_i alpha~min_i / (G x arrival span)
-
-
-def trace_busy_gpus(rows: list) -> float:
-    """Average GPUs the trace keeps busy: sum of GPUs x run time over its arrival span."""
-    if not rows:
-        return 0.0
-    span = max(rows[-1].arrival_s - rows[0].arrival_s, 1.0)
-    return sum(r.gpus * r.duration_s for r in rows) / span
 
 
 def make_jobset(rows: list, n: int, history: int, seed: int, cluster, arrival_scale: float,

@@ -173,6 +173,33 @@ def test_asrpt_aaic_trial_parses():
     assert loaded.trial.workload.kind == "aaic" and loaded.cluster_config.build().total_gpus == 2000
 
 
+def test_asrpt_aaic_paper_trial_parses():
+    from raytestbed.config import load_trial
+    loaded = load_trial(Path(__file__).parents[1] / "workloads" / "trials" / "asrpt_aaic_paper.yaml")
+    wl = loaded.trial.workload.model_dump()
+    assert wl["offered_load"] == 1.0 and wl["history_jobs"] > 0 and "arrival_scale" not in wl
+    assert loaded.cluster_config.build().total_gpus == 2000
+
+
+def test_offered_load_derives_the_arrival_scale(data_root):
+    cl = small_cluster(4, 4)  # 16 GPUs
+    rows = [(1 + (i % 5 == 0)) * (1, 2, 4)[i % 3] * (50 + 10 * i) for i in range(40)]  # GPUs x run time
+    busy = sum(rows) / (100 * 39)  # the fake trace's arrival span: 39 x 100 s
+    plain = _load("aaic", {"jobs": 10, "start": 25}, cluster=cl)
+    assert plain.arrival_scale == 1.0
+    for load in (0.5, 2.0):
+        js = _load("aaic", {"jobs": 10, "start": 25, "offered_load": load}, cluster=cl)
+        scale = busy / (16 * load)
+        assert js.arrival_scale == pytest.approx(scale)
+        assert [j.arrival_s for j in js] == pytest.approx([j.arrival_s * scale for j in plain])
+        # the same jobs otherwise
+        assert [(j.group, j.iterations) for j in js] == [(j.group, j.iterations) for j in plain]
+    with pytest.raises(ConfigError, match=r"workload\.offered_load: give either offered_load or arrival_scale"):
+        _load("aaic", {"jobs": 10, "offered_load": 1.0, "arrival_scale": 0.5}, cluster=cl)
+    with pytest.raises(ConfigError, match="offered_load"):
+        _load("aaic", {"jobs": 10, "offered_load": 0}, cluster=cl)
+
+
 def test_history_jobs_are_the_rows_before_the_set(data_root):
     cl = small_cluster(4, 4)
     base = _load("aaic", {"jobs": 10, "start": 25}, cluster=cl)

@@ -25,7 +25,13 @@ into jobs the way the paper does:
    on the trial's cluster (A-SRPT §V-A-1-b; :func:`raytestbed.core.timing.asrpt_alpha_min_tilde`
    with Heavy-Edge seeded by the trial seed, as the A-SRPT policies compute it), at least 1.
 5. **Down-scaling**: arrivals x ``arrival_scale`` and iterations x
-   ``iteration_scale`` (the paper's testbed used 0.1 for both).
+   ``iteration_scale`` (the paper's testbed used 0.1 for both). Instead of
+   ``arrival_scale``, ``offered_load`` = L derives it from the trace:
+   arrival_scale = B / (G L), with B = sum(GPUs x run time) / arrival span over
+   all trace rows read (the trace's average busy GPUs) and G the cluster's GPUs,
+   as ``scripts/reproduce_asrpt.py --load`` does. The job set's own offered load
+   (sum g_i n_i alpha~min_i / (G x its span)) differs from L by how busy its
+   window of the trace is.
 6. **Predictor history** (optional ``history_jobs`` = H): the H trace rows just
    *before* the job set are built the same way (same single-GPU re-sharing rule,
    same group -> model/configuration choice, n_i = run time / alpha~min_i, same
@@ -47,7 +53,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.timing import Mapper, asrpt_alpha_min_tilde, contiguous_mapper
@@ -85,12 +91,23 @@ class AsrptTraceParams(BaseModel):
     configs_per_model: PositiveInt = 3
     max_stages: PositiveInt = 8
     arrival_scale: PositiveFloat = 1.0
+    offered_load: PositiveFloat | None = Field(
+        None, description="target offered load L instead of arrival_scale: arrivals are scaled by "
+        "B / (G x L), B = the trace's average busy GPUs (sum of GPUs x run time over the arrival span of all "
+        "rows read), G = the cluster's GPUs (as scripts/reproduce_asrpt.py --load); null: use arrival_scale")
     iteration_scale: PositiveFloat = 1.0
     single_gpu_share: float | None = Field(None, ge=0.0, le=1.0)
     oversize: Literal["error", "drop"] = "error"
     history_jobs: NonNegativeInt = Field(
         0, description="trace rows just before the job set whose (group, user, iterations) train the "
         "policies' predictors before the first arrival (0: cold start)")
+
+    @model_validator(mode="after")
+    def _one_arrival_scaling(self) -> "AsrptTraceParams":
+        if self.offered_load is not None and "arrival_scale" in self.model_fields_set:
+            raise ValueError("offered_load: give either offered_load or arrival_scale, not both "
+                             "(offered_load derives the arrival scale from the trace)")
+        return self
 
 
 class TraceJobs(list):
@@ -101,10 +118,21 @@ class TraceJobs(list):
     """
 
     predictor_history: list[tuple[str, str, int]]
+    #: the arrival scale applied (``arrival_scale``, or the one ``offered_load`` derived)
+    arrival_scale: float
 
-    def __init__(self, jobs=(), history=()) -> None:
+    def __init__(self, jobs=(), history=(), arrival_scale: float = 1.0) -> None:
         super().__init__(jobs)
         self.predictor_history = list(history)
+        self.arrival_scale = arrival_scale
+
+
+def trace_busy_gpus(rows: Sequence[TraceRow]) -> float:
+    """Average GPUs a trace keeps busy: sum of GPUs x run time over its arrival span (at least 1 s)."""
+    if not rows:
+        return 0.0
+    span = max(max(r.arrival_s for r in rows) - min(r.arrival_s for r in rows), 1.0)
+    return sum(r.gpus * r.duration_s for r in rows) / span
 
 
 def alpha_min_mapper(seed: int) -> Mapper:
@@ -183,6 +211,12 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
     total = cluster.total_gpus
     g = cluster.gpus_per_server
     rows = list(rows)
+    arrival_scale = p.arrival_scale
+    if p.offered_load is not None:  # step 5: from all rows read, before any is dropped or selected
+        busy = trace_busy_gpus(rows)
+        if busy <= 0:
+            raise ConfigError(f"{where}.offered_load: the trace keeps no GPU busy (zero run times)")
+        arrival_scale = busy / (total * p.offered_load)
     if p.oversize == "drop":
         rows = [r for r in rows if r.gpus <= total]
     else:
@@ -216,7 +250,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
             choice[key] = (model, cfgs[int(rng.integers(len(cfgs)))])
         model, cfg = choice[key]
         prof = ctx.profiles[model]
-        job = build_job(max(jid, 0), max(0.0, r.arrival_s - t0) * p.arrival_scale if jid >= 0 else 0.0, prof, r.gpus, CommPattern.PIPELINE, 1,
+        job = build_job(max(jid, 0), max(0.0, r.arrival_s - t0) * arrival_scale if jid >= 0 else 0.0, prof, r.gpus, CommPattern.PIPELINE, 1,
                         user=r.user, group=r.group, duration_hint_s=r.duration_s,
                         boundaries=cfg.boundaries, replicas=cfg.replicas)
         akey = (model, cfg.boundaries, cfg.replicas)
@@ -233,6 +267,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
     if hist_rows and p.single_gpu_share is not None:
         hist_rows = _reshare(hist_rows, p.single_gpu_share, rng, where, variant_gpus, pool)
     jobs.predictor_history = [(r.group, r.user, make(-1, r).iterations) for r in hist_rows]
+    jobs.arrival_scale = arrival_scale
     return jobs
 
 

@@ -74,7 +74,9 @@ def parse_params(model: type[BaseModel], params: dict[str, Any], where: str) -> 
     except ValidationError as e:
         err = e.errors()[0]
         loc = ".".join(str(x) for x in err["loc"])
-        raise ConfigError(f"{where}: {loc}: {err['msg'].removeprefix('Value error, ')}") from None
+        msg = err["msg"].removeprefix("Value error, ")
+        # a model-level check has no loc; its message starts with the field it names
+        raise ConfigError(f"{where}: {loc}: {msg}" if loc else f"{where}.{msg}") from None
 
 
 def load_workload(kind: str, params: dict[str, Any], cluster: Cluster, seed: int, base_dir: Path,
