@@ -219,6 +219,27 @@ def test_paced_backdating_replays_the_control_delay_without_double_counting():
     assert a == pytest.approx(1.0, rel=1e-6) and b == pytest.approx(1.0, rel=1e-6)
 
 
+def test_paced_backdating_ends_a_short_flow_in_the_past():
+    """A flow that would have ended during the control delay ends then, not when the call arrived,
+    and a flow sharing its link gets back exactly what it lent it."""
+    from raytestbed.emu.fabric import Fabric
+
+    async def main():
+        f = Fabric(two_servers(), time_scale=1.0, mode="paced")  # NIC 100 MB/s
+        f.max_backdate_wall_s = 5.0  # the test may run on a loaded host
+        t0 = f.scale.now()
+        long = asyncio.ensure_future(f.transfer_span(0, 0, 4, 50 * MB, None, t0))
+        await asyncio.sleep(0.3)  # the short one's request arrives 0.3 s late
+        short = await f.transfer_span(1, 1, 5, 5 * MB, None, t0 + 0.05)
+        return await long, short
+
+    (la, lb), (sa, sb) = run(main())
+    # short: issued at t0 + 0.05, 5 MB at half the NIC = 0.1 s -> ended at t0 + 0.15, before it arrived
+    assert sa == pytest.approx(la + 0.05, abs=1e-6) and sb - sa == pytest.approx(0.1, rel=1e-6)
+    # long: 0.1 s at half rate costs it 5 MB of progress -> 0.5 s + 0.05 s
+    assert lb - la == pytest.approx(0.55, rel=1e-6)
+
+
 def test_virtual_mode_settles_before_advancing_and_honours_start_times():
     """Virtual clock with a settle window (the Fabric actor's virtual mode, here in-process)."""
     from raytestbed.emu.fabric import Fabric

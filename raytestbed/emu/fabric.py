@@ -73,7 +73,8 @@ class Fabric:
         self.scale = time_scale if isinstance(time_scale, TimeScale) else TimeScale(time_scale)
         self.mode = mode
         self.settle_s = float(settle_s)
-        self.max_backdate_wall_s = 0.05
+        #: longest control-plane delay (wall s) credited to a transfer issued with ``start_s``
+        self.max_backdate_wall_s = 0.25
         self.net = FluidNet(cluster, nic_share)
         self._ids = itertools.count()
         self._lost: set[int] = set()
@@ -109,8 +110,8 @@ class Fabric:
 
         ``start_s``: the emulated time (``TimeScale.now()``) at which the sender issued the
         transfer.  Virtual mode: the flow starts then (or is counted late).  Paced mode: the
-        control-plane delay since then (<= 50 ms wall) is credited, as if the fabric had
-        seen the flow at once.
+        control-plane delay since then (<= ``max_backdate_wall_s`` wall) is credited, as if the
+        fabric had seen the flow at once (a flow that would have ended by now ends in the past).
         Same GPU or ``nbytes == 0``: done at once (0 s).  A transfer touching a lost server
         raises :class:`ServerLostError` (also when the server is lost while it is in flight).
         """
@@ -157,17 +158,26 @@ class Fabric:
 
         Re-plays the last ``lag`` seconds as if ``x`` had been present: ``x`` is credited the
         bytes it would have sent at its rate, and every other live transfer gets back what it
-        sent beyond its new (shared) rate — so capacity is not counted twice.  Exact when no
-        other transfer ended in that interval; the lag is bounded by ``max_backdate_wall_s``
-        (50 ms wall) so a stale ``start_s`` cannot skip a transfer.
+        sent beyond its new (shared) rate while ``x`` was there — so capacity is not counted
+        twice.  A transfer short enough to have ended inside the window ends there, in the past
+        (``finish_s = start_s + nbytes / rate``), so a fast link's message costs what the model
+        says, not the host's delay.  Exact when no other transfer ended in that interval; the
+        lag is bounded by ``max_backdate_wall_s`` so a stale ``start_s`` cannot skip much.
         """
         r = self.net.rate_of(x)
         x.start_s -= lag
-        x.remaining = max(x.remaining - r * lag, 1e-9 * x.nbytes)
+        span = lag if r <= 0 else min(lag, x.nbytes / r)  # how long x was present in the window
+        x.remaining = max(x.remaining - r * span, 1e-9 * x.nbytes)
+        window_end = self.net.t - lag + span
         for y, r_old in before.items():
-            dt = min(lag, self.net.t - y.start_s)
+            dt = min(span, window_end - y.start_s)
             if dt > 0:
                 y.remaining = min(y.nbytes, y.remaining + (r_old - self.net.rate_of(y)) * dt)
+        if span < lag:  # x ended inside the window
+            x.remaining = 0.0
+            x.finish_s = window_end
+            self.net.remove(x)
+            self._finish([x])
 
     def _now(self) -> float:
         return self.scale.now() if self.mode == "paced" else self.net.t

@@ -148,6 +148,10 @@ class JobRun:
         self.plan = plan
         self.reporter = reporter
         self.factor = float(emu.time_scale.to_emu(1.0))
+        #: the job's start on the emulated clock: when start_job was called (the decision). Every
+        #: worker's logical clock starts here, so launch latency and start skew between the gang's
+        #: workers are back-dated like any control-plane delay (worker.py, "Logical clock").
+        self.start_s = float(emu.time_scale.now())
         self.iterations_done: int | None = None
         self.failure: str | None = None
         self.oversubscribed = False
@@ -243,9 +247,8 @@ class JobRun:
             self.ps.append(PsActor.options(**opts).remote(ps, emu.fabric))
         peers = {spec.gpu: w for spec, w in zip(plan.workers, self.workers)}
         ray.get([w.connect.remote(peers, self.ps) for w in self.workers])
-        t0 = time.time()
-        ray.get(self.monitor.started.remote(t0))
-        self._refs = [w.run.remote() for w in self.workers]
+        ray.get(self.monitor.started.remote(self.emu.time_scale.epoch + self.emu.time_scale.to_wall(self.start_s)))
+        self._refs = [w.run.remote(self.start_s) for w in self.workers]
 
     def _launch_pooled(self) -> None:
         """Create the run's objects in the pool's hosts (one message per host, in parallel), then run."""
@@ -276,9 +279,8 @@ class JobRun:
                 # a host died by itself (its server still alive: else ServerLostError) -> replace it, once
                 if attempt or not pool.heal([spec.gpu for spec in plan.workers]):
                     raise
-        t0 = time.time()
-        ray.get(self.monitor.started.remote(t0))
-        self._refs = [w.run.remote() for w in self.workers]
+        ray.get(self.monitor.started.remote(self.emu.time_scale.epoch + self.emu.time_scale.to_wall(self.start_s)))
+        self._refs = [w.run.remote(self.start_s) for w in self.workers]
 
     def _watch(self) -> None:
         pending = list(self._refs)

@@ -179,11 +179,15 @@ class StageWorker:
         return await self.inbox.take(key, self._abort)
 
     # ------------------------------------------------------------- the loop
-    async def run(self) -> int:
-        """Run the 1F1B schedule until ``limit`` mini-batches are done; returns how many."""
+    async def run(self, start_s: float | None = None) -> int:
+        """Run the 1F1B schedule until ``limit`` mini-batches are done; returns how many.
+
+        ``start_s``: the job's start on the fabric clock (the same for every worker of the run);
+        the logical clock starts there (default: now)."""
         W = self.spec.in_flight
         j = 0
-        self.t = self.scale.now()
+        now = self.scale.now()
+        self.t = min(float(start_s), now) if (start_s is not None and self.logical) else now
         while True:
             if self.hold and self.next_f < j + W:
                 async with self.inbox.cond:
