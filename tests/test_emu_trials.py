@@ -111,6 +111,10 @@ def test_fifo_and_asrpt_end_to_end_with_a_server_killed(tmp_path, ray_local):
     for pol in ("fifo", "asrpt"):
         _check_run(out / pol, pol, 1.0)
     assert (out / "report.md").is_file()
+    # A-SRPT's ñ_i at arrival reached jobs.csv through the scheduler actor (rf, no history: unseen
+    # groups -> 0); FIFO predicts nothing
+    assert (pd.read_csv(out / "asrpt" / "jobs.csv")["predicted_iterations"] == 0).all()
+    assert pd.read_csv(out / "fifo" / "jobs.csv")["predicted_iterations"].isna().all()
 
 
 @pytest.mark.slow

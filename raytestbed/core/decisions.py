@@ -11,7 +11,10 @@ through one :class:`DecisionBook`:
 * :meth:`DecisionBook.start`, :meth:`~DecisionBook.stop`, :meth:`~DecisionBook.finish` and
   :meth:`~DecisionBook.kill_server` move a job between pending, running and finished on the
   backend's :class:`~raytestbed.core.state.ClusterState` (free GPUs) and keep its
-  :class:`JobRecord` (first start, placement, GPU-seconds, preemptions, failures).
+  :class:`JobRecord` (first start, placement, GPU-seconds, preemptions, failures);
+* :meth:`DecisionBook.note_predictions`, called right after a ``JobArrived`` reached every
+  policy, copies the iteration count a policy predicted for the job (``Policy.predictions``)
+  into its record.
 
 A backend keeps only what is its own: the simulator schedules timing events, the emulator
 emits actions for its executors.
@@ -20,7 +23,7 @@ emits actions for its executors.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from raytestbed.core.job import Job
@@ -30,6 +33,7 @@ from raytestbed.errors import PolicyError
 from raytestbed.schedulers.base import (
     Decision,
     JobFailed,
+    Policy,
     Preempt,
     Resize,
     ServerLost,
@@ -58,6 +62,8 @@ class JobRecord:
     failures: int = 0
     gpu_seconds: float = 0.0
     lower_bound_s: float = math.nan  #: flow mode: sum of O3 CCTs of its coflows + compute, seconds
+    #: iterations the policy predicted at the job's arrival (``Policy.predictions``); None: no prediction
+    predicted_iterations: int | None = None
 
 
 #: (job id, start s, end s, GPUs) of one closed GPU-holding interval
@@ -124,6 +130,19 @@ class DecisionBook:
     def wake_time(d: WakeUp, now: float) -> float:
         """When a checked ``WakeUp`` fires, seconds: its ``at_s``, never before ``now``."""
         return max(d.at_s, now)
+
+    # ------------------------------------------------------------ predictions
+    def note_predictions(self, job_id: int, policies: Sequence[Policy]) -> None:
+        """Record what the policies predicted for ``job_id`` (call right after its ``JobArrived``).
+
+        The first policy (placement before network) with an entry in ``predictions`` wins; the
+        record keeps None when no policy predicted the job.
+        """
+        for pol in policies:
+            n = pol.predictions.get(job_id)
+            if n is not None:
+                self.records[job_id].predicted_iterations = int(n)
+                return
 
     # ------------------------------------------------------------ GPU books
     def start(self, job: Job, placement: Placement, iterations_done: float) -> RunningJob:

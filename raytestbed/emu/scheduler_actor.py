@@ -290,6 +290,8 @@ class SchedulerCore:
                     self._out.decisions.append((ev, pol.name, dt, list(decisions)))
                     for d in decisions:
                         self._apply(d, pol)
+            if isinstance(ev, JobArrived):
+                self.book.note_predictions(ev.job.job_id, self.policies)
 
     def _apply(self, d: Decision, pol: Policy) -> None:
         job = self.book.check(d, pol.name)

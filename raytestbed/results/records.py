@@ -3,6 +3,9 @@
 Metrics (seconds): JCT of a job = finish - arrival (A-SRPT's "job flow time");
 total JCT = sum over finished jobs; makespan = last finish - first arrival.
 Decision times are the wall seconds of every ``on_event`` call of every policy.
+``predicted_iterations``: the iteration count the policy predicted when the job arrived
+(``Policy.predictions``, copied into the record by the backend), else the workload's
+``Job.predicted_iterations``, else empty.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ def job_rows(records: Iterable[Any]) -> list[dict[str, Any]]:
             "gpus": j.gpus,
             "servers": r.servers,
             "iterations": j.iterations,
-            "predicted_iterations": j.predicted_iterations if j.predicted_iterations is not None else "",
+            "predicted_iterations": _predicted(r),
             "iteration_time_s": r.iteration_time_s,
             "preemptions": r.preemptions,
             "failures": r.failures,
@@ -59,6 +62,14 @@ def job_rows(records: Iterable[Any]) -> list[dict[str, Any]]:
             "lower_bound_s": getattr(r, "lower_bound_s", math.nan),
         })
     return rows
+
+
+def _predicted(r: Any) -> int | str:
+    """The policy's prediction at arrival, else the workload's ``job.predicted_iterations``, else ""."""
+    n = getattr(r, "predicted_iterations", None)
+    if n is None:
+        n = r.job.predicted_iterations
+    return "" if n is None else int(n)
 
 
 def summarize(

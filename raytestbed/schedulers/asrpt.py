@@ -243,6 +243,7 @@ class AsrptPolicy(Policy):
         self._new_wakes: list[float] = []  # requested during this call
         self._rng = random.Random(seed)
         self.order: list[int] = []  #: job ids in the order they were started (for tests and logs)
+        self.predictions: dict[int, int] = {}  #: job id -> ñ_i at arrival (Policy.predictions)
         self.delayed = 0  #: jobs that entered a delay window
 
     def params(self) -> dict[str, Any]:
@@ -282,6 +283,7 @@ class AsrptPolicy(Policy):
             f = self.calibration.factor(job)
             a_min, a_max = a_min * f, a_max * f
         n_pred = self.predictor.predict(job)
+        self.predictions[job.job_id] = n_pred
         info = _JobInfo(n_pred, a_min, a_max, a_max / a_min >= self.comm_heavy,
                         job.gpus / self._G * n_pred * a_min)
         self._info[job.job_id] = info

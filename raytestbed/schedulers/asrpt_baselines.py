@@ -12,7 +12,9 @@ Ties: arrival time, then job id. Predictions are made once, at arrival, by the
 same online predictor as A-SRPT (random forest by default, refitted every
 ``retrain_every`` completions; an unseen group is predicted 0). GPUs come from
 the servers with the most free GPUs (consolidating), mapped by Heavy-Edge, no
-delay (AS-14). Non-preemptive, gang.
+delay (AS-14). Non-preemptive, gang. Each prediction is kept in ``predictions``
+(``jobs.csv``'s ``predicted_iterations``); ``wcs-subtime`` predicts nothing, so its
+column stays empty.
 """
 
 from __future__ import annotations
@@ -64,6 +66,8 @@ class PredictedQueuePolicy(Policy):
         self._jobs: dict[int, Job] = {}
         self._rng = random.Random(seed)
         self.order: list[int] = []  #: job ids in start order
+        #: job id -> ñ_i at arrival (Policy.predictions); stays empty when the order uses no prediction
+        self.predictions: dict[int, int] = {}
 
     def params(self) -> dict[str, Any]:
         return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every,
@@ -79,7 +83,9 @@ class PredictedQueuePolicy(Policy):
         if isinstance(event, JobArrived):
             job = event.job
             a_min, _ = self._est.bounds(job)
-            n_pred = self.predictor.predict(job) if self.uses_prediction else 0
+            n_pred = 0
+            if self.uses_prediction:
+                n_pred = self.predictions[job.job_id] = self.predictor.predict(job)
             k = float(self.key(job, n_pred, a_min))
             self._keys[job.job_id] = k
             self._jobs[job.job_id] = job

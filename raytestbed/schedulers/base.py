@@ -25,7 +25,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from raytestbed.core.job import Job
@@ -246,11 +248,20 @@ class Policy(ABC):
 
     Instance attribute ``tick_interval_s``: if not None, the backend sends a
     :class:`Tick` every that many seconds while jobs remain.
+
+    ``predictions``: job id -> the iteration count ñ_i the policy predicted when the job
+    arrived. A policy that predicts iteration counts sets its own dict in ``__init__`` and
+    fills it while handling :class:`JobArrived`; it never changes an entry afterwards and never
+    writes to the (shared) :class:`~raytestbed.core.job.Job`. Backends only read it: right after
+    delivering a ``JobArrived`` they copy the entry into the job's record
+    (:meth:`raytestbed.core.decisions.DecisionBook.note_predictions`), which becomes the
+    ``predicted_iterations`` column of ``jobs.csv``. The default is empty and read-only.
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     role: ClassVar[str] = "placement"
+    predictions: Mapping[int, int] = MappingProxyType({})
 
     def __init__(self, seed: int = 0) -> None:
         self.seed = seed

@@ -297,6 +297,8 @@ class Simulator:
                         self._on_decisions(ev, pol.name, dt, decisions)
                     for d in decisions:
                         self._apply(d, pol)
+            if isinstance(ev, JobArrived):
+                self.book.note_predictions(ev.job.job_id, self.policies)
             if self._alloc is not None:
                 self._reallocate()
 
