@@ -263,7 +263,7 @@ class AsrptPolicy(Policy):
             self._arrive(event.job, event.time)
         elif isinstance(event, IterationMeasured):
             self.calibration.measured(event.job_id, event.seconds)
-            return self._pending_wakes()  # nothing to place: availability did not change
+            return self._pending_wakes(now)  # nothing to place: availability did not change
         elif isinstance(event, JobFinished):
             self.calibration.ended(event.job_id)
             job = self._jobs.pop(event.job_id, None)
@@ -324,7 +324,7 @@ class AsrptPolicy(Policy):
         pool = FreePool(view)
         if self._wait is not None:
             if not self._retry(self._wait, view, pool, out):
-                return out + self._pending_wakes()
+                return out + self._pending_wakes(now)
             self._wait = None
         if self._parked:
             keep = []
@@ -333,7 +333,7 @@ class AsrptPolicy(Policy):
                     keep.append(w)
             self._parked = keep
             if any(now >= w.deadline for w in keep):
-                return out + self._pending_wakes()  # an expired parked job blocks the queue
+                return out + self._pending_wakes(now)  # an expired parked job blocks the queue
         q = self._queue
         while q:
             jid = q[0]
@@ -360,7 +360,7 @@ class AsrptPolicy(Policy):
                 self._parked.append(w)
             else:  # L21-L23
                 out.append(self._start(job, pool, least_available(pool.free_count, job.gpus)))
-        return out + self._pending_wakes()
+        return out + self._pending_wakes(now)
 
     # ------------------------------------------------------------------ timers
     def _wake(self, t: float) -> None:
@@ -368,12 +368,18 @@ class AsrptPolicy(Policy):
             heapq.heappush(self._wakes, t)
             self._new_wakes.append(t)
 
-    def _pending_wakes(self) -> list[Decision]:
-        """WakeUps to emit: new timers, plus the next virtual completion when the queue could act on it."""
+    def _pending_wakes(self, now: float) -> list[Decision]:
+        """WakeUps to emit: new timers, plus the next virtual completion when the queue could act on it.
+
+        The virtual machine advances only when the policy schedules, so between two schedules (an
+        ``IterationMeasured`` from the emulator) its next completion may already lie behind ``now``:
+        then the wake-up is ``now`` (the backend rejects one in the past), and the next schedule
+        releases the job. In the simulator every schedule runs at the exact completion time, so
+        this never changes a result there."""
         if not (self._queue or self._wait is not None):
             t = self._virt.next_completion()
             if t is not None and t > self._virt.now:
-                self._wake(t)
+                self._wake(max(t, now))
         out = [WakeUp(t) for t in self._new_wakes]
         self._new_wakes = []
         return out
