@@ -247,8 +247,7 @@ class JobRun:
             self.ps.append(PsActor.options(**opts).remote(ps, emu.fabric))
         peers = {spec.gpu: w for spec, w in zip(plan.workers, self.workers)}
         ray.get([w.connect.remote(peers, self.ps) for w in self.workers])
-        ray.get(self.monitor.started.remote(self.emu.time_scale.epoch + self.emu.time_scale.to_wall(self.start_s)))
-        self._refs = [w.run.remote(self.start_s) for w in self.workers]
+        self._run_workers()
 
     def _launch_pooled(self) -> None:
         """Create the run's objects in the pool's hosts (one message per host, in parallel), then run."""
@@ -279,7 +278,12 @@ class JobRun:
                 # a host died by itself (its server still alive: else ServerLostError) -> replace it, once
                 if attempt or not pool.heal([spec.gpu for spec in plan.workers]):
                     raise
-        ray.get(self.monitor.started.remote(self.emu.time_scale.epoch + self.emu.time_scale.to_wall(self.start_s)))
+        self._run_workers()
+
+    def _run_workers(self) -> None:
+        """Start every worker's loop with the job's start as their common logical start."""
+        ts = self.emu.time_scale
+        ray.get(self.monitor.started.remote(ts.epoch + ts.to_wall(self.start_s)))
         self._refs = [w.run.remote(self.start_s) for w in self.workers]
 
     def _watch(self) -> None:
