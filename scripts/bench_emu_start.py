@@ -37,7 +37,7 @@ class Reporter:
     def __init__(self) -> None:
         self.first: dict[int, tuple[float, float]] = {}
 
-    def on_iteration(self, job_id, iteration, iter_s, compute_s, comm_s) -> None:
+    def on_iteration(self, job_id, iteration, iter_s, compute_s, comm_s, *end_wall) -> None:
         self.first.setdefault(job_id, (time.time(), float(iter_s)))
 
     def on_job_done(self, *a) -> None:

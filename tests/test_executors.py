@@ -81,7 +81,10 @@ def test_pipeline_two_stages_two_servers_trains(emu, recorder):
     its = [c for c in calls if c[0] == "iteration"]
     assert [c[2] for c in its] == list(range(6))
     assert all(c[3] > 0 and c[4] > 0 and c[5] > 0 for c in its)
-    assert calls[-1] == ("done", 11, 6)
+    assert calls[-1][:3] == ("done", 11, 6)
+    # reported with when it ended on the workers' logical clocks (a wall timestamp): the last iteration's end
+    ts = emu.time_scale
+    assert calls[-1][3] == its[-1][6] and run.start_s < ts.to_emu(calls[-1][3] - ts.epoch) <= ts.now()
 
 
 def test_rar_two_workers_equals_full_batch_sgd(emu, recorder, monkeypatch):

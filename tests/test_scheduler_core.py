@@ -110,3 +110,66 @@ def test_stuck_trial_ends_with_unfinished_jobs():
     core.due(5.0)
     b = core.take()
     assert b.done and core.unfinished == 1
+
+
+# ---------------------------------------------------------------- logical timestamps (no Ray)
+
+def test_start_actions_carry_the_decision_time():
+    core = _core([rar_job(0, 0.0, workers=4, iterations=3), rar_job(1, 0.0, workers=8, iterations=1)])
+    core.due(0.0)
+    core.take()
+    core.on_job_done(2.5, 0, 3)  # job 1 (8 GPUs) can start only now
+    (a,) = [a for a in core.take().actions if a.kind == "start"]
+    assert a.job_id == 1 and a.start_s == 2.5 and core.records[1].first_start_s == 2.5
+
+
+def test_coflow_events_are_stamped_when_they_happened_in_order():
+    from raytestbed.schedulers.base import CoflowFinished, CoflowStarted
+
+    core = _core([rar_job(0, 0.0, workers=4, iterations=3)])
+    core.due(0.0)
+    core.take()
+    stats = {"bytes_sent": {0: 10.0}, "coflows": {
+        "j0-b": {"job_id": 0, "start_s": 101.2, "end_s": 101.5, "bytes": 5.0},
+        "j0-a": {"job_id": 0, "start_s": 100.7, "end_s": None, "bytes": 5.0}}}
+    core.on_fabric_stats(3.0, stats, fabric_to_trial_s=-99.0)  # fabric clock 99 s ahead of the trial's
+    evs = [e for e in core.take().events if isinstance(e, (CoflowStarted, CoflowFinished))]
+    assert [(type(e).__name__, e.time) for e in evs] == [
+        ("CoflowStarted", pytest.approx(1.7)), ("CoflowStarted", pytest.approx(2.2)),
+        ("CoflowFinished", pytest.approx(2.5))]
+    assert core.state.now == pytest.approx(2.5)  # not moved on to the poll's 3.0
+    assert core.view.running[0].bytes_sent == 10.0
+    # a stamp after the poll is clamped to the poll; one before the clock's last event to that event
+    late = {"coflows": {"j0-c": {"job_id": 0, "start_s": 110.0, "end_s": None, "bytes": 1.0},
+                        "j0-d": {"job_id": 0, "start_s": 90.0, "end_s": None, "bytes": 1.0}}}
+    core.on_fabric_stats(4.0, late, fabric_to_trial_s=-99.0)
+    assert [e.time for e in core.take().events if isinstance(e, CoflowStarted)] == [2.5, 4.0]
+
+
+def test_actor_stamps_reports_with_their_logical_time_never_in_the_future():
+    import time
+
+    from raytestbed.emu.scheduler_actor import SchedulerActor
+
+    actor = SchedulerActor(small_cluster(1, 2), [], [make_policy("fifo", "placement", 0)], [], factor=2.0,
+                           fabric_epoch=1000.0)
+    actor.epoch = time.time() - 10.0  # the trial began 10 wall s (20 emulated s) ago
+    assert actor._stamp(actor.epoch + 4.0) == pytest.approx(8.0)
+    assert actor._stamp(time.time() + 60.0) == pytest.approx(actor._now(), abs=0.1)  # clamped to now
+    assert actor._stamp(None) == pytest.approx(actor._now(), abs=0.1)
+    assert actor._fabric_to_trial_s() == pytest.approx((1000.0 - actor.epoch) * 2.0)
+
+
+def test_a_run_starts_at_its_decision_but_no_earlier_than_the_backdating_cap():
+    from raytestbed.emu.executors.job import _start_time
+    from raytestbed.emu.fabric import MAX_BACKDATE_WALL_S
+    from raytestbed.emu.timescale import TimeScale
+
+    ts = TimeScale(4.0)
+    ts.epoch -= 100.0  # the fabric's clock reads ~400 emulated s
+    now = ts.now()
+    assert _start_time(ts, None) == pytest.approx(now, abs=0.1)
+    assert _start_time(ts, now - 0.5) == pytest.approx(now - 0.5, abs=0.1)  # 0.125 wall s ago: credited
+    cap = 4.0 * MAX_BACKDATE_WALL_S
+    assert _start_time(ts, now - 50.0) == pytest.approx(now - cap, abs=0.1)  # stale: clamped
+    assert _start_time(ts, now + 50.0) == pytest.approx(now, abs=0.1)  # never in the future

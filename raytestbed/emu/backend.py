@@ -101,6 +101,7 @@ class EmuBackend:
         self.warnings: list[str] = []
         self.wall_s = math.nan
         self.end_time_s = 0.0
+        self._trial_to_fabric_s = 0.0  # add to a trial time (emulated s) to get the fabric's clock
         self.start_failures = 0
 
     # ------------------------------------------------------------------ run
@@ -110,13 +111,16 @@ class EmuBackend:
         from raytestbed.emu.scheduler_actor import SchedulerActor
 
         factor = float(self.emu.time_scale.to_emu(1.0))
+        ts = self.emu.time_scale
         actor = ray.remote(SchedulerActor).options(num_cpus=0, max_concurrency=1000).remote(
-            self.cluster, self.jobs, self.policies, self.faults, factor, self.emu.fabric, self.poll_s)
+            self.cluster, self.jobs, self.policies, self.faults, factor, self.emu.fabric, self.poll_s,
+            fabric_epoch=float(ts.epoch))
         runs: dict[int, Any] = {}
         finished = 0
         t0 = time.perf_counter()
         try:
-            ray.get(actor.start.remote())
+            epoch = ray.get(actor.start.remote())
+            self._trial_to_fabric_s = (epoch - float(ts.epoch)) * factor
             while True:
                 batch = ray.get(actor.poll.remote(0.5))
                 for a in batch.actions:
@@ -165,7 +169,8 @@ class EmuBackend:
             try:
                 runs[a.job_id] = self._start_job(self.emu, a.job, a.placement, iterations=a.iterations,
                                                  mode=self.compute, reporter=RunReporter(actor, a.run_id),
-                                                 start_iteration=a.start_iteration)
+                                                 start_iteration=a.start_iteration,
+                                                 start_s=a.start_s + self._trial_to_fabric_s)
             except Exception as e:  # e.g. a model real mode cannot build: the job fails, the policy decides
                 self.start_failures += 1
                 self.warnings.append(f"job {a.job_id}: start failed: {e}")

@@ -45,6 +45,12 @@ from raytestbed.emu.timescale import TimeScale
 __all__ = ["Fabric", "LocalFabric", "FabricError", "ServerLostError", "fabric_actor_class"]
 
 
+#: Longest control-plane delay (wall seconds) the emulator credits back: to a transfer issued with
+#: ``start_s`` (:meth:`Fabric.transfer_span`) and to a job started after its decision
+#: (:class:`raytestbed.emu.executors.job.JobRun`). A stale time older than this is clamped.
+MAX_BACKDATE_WALL_S = 0.25
+
+
 class FabricError(RuntimeError):
     """A transfer the fabric cannot carry (bad GPU id, negative size)."""
 
@@ -74,7 +80,7 @@ class Fabric:
         self.mode = mode
         self.settle_s = float(settle_s)
         #: longest control-plane delay (wall s) credited to a transfer issued with ``start_s``
-        self.max_backdate_wall_s = 0.25
+        self.max_backdate_wall_s = MAX_BACKDATE_WALL_S
         self.net = FluidNet(cluster, nic_share)
         self._ids = itertools.count()
         self._lost: set[int] = set()

@@ -7,8 +7,9 @@ feeds the policies the same events as the simulator and validates and books thei
 * replays arrivals, faults and ticks in **emulated** time (``TimeScale``: emulated seconds per
   wall second) from its own asyncio clock;
 * is the executors' *reporter*: ``on_iteration`` / ``on_job_done`` / ``on_job_failed`` calls from
-  running jobs become ``IterationMeasured`` / ``JobFinished`` / ``JobFailed`` events at the
-  emulated time they arrive;
+  running jobs become ``IterationMeasured`` / ``JobFinished`` / ``JobFailed`` events, stamped with
+  the emulated time they happened on the executors' logical clocks (failures: when they arrive;
+  see :class:`SchedulerActor`, "Logical timestamps");
 * polls the fabric (``stats()``) every ``poll_s`` wall seconds for bytes sent per job and coflow
   start/end, which become ``CoflowStarted`` / ``CoflowFinished`` events;
 * turns decisions into *actions* (start a job's executors, stop them, kill a server, set fabric
@@ -90,6 +91,7 @@ class Action:
     iterations: int = 0  # start: iterations this run performs
     start_iteration: int = 0
     run_id: int = 0  # start: id of this run of the job (reports of older runs are dropped)
+    start_s: float = 0.0  # start: the decision's time (the trial's emulated seconds)
     server: int | None = None
     data: dict | None = None
 
@@ -245,9 +247,19 @@ class SchedulerCore:
         self._emit(JobFailed(now, job_id, reason))
         self._drain()
 
-    def on_fabric_stats(self, now: float, stats: dict) -> None:
-        """Bytes sent per job, and coflow start/finish events, from ``Fabric.stats()``."""
-        now = self._advance(now)
+    def on_fabric_stats(self, now: float, stats: dict, fabric_to_trial_s: float | None = None) -> None:
+        """Bytes sent per job, and coflow start/finish events, from ``Fabric.stats()``.
+
+        ``fabric_to_trial_s``: add to a fabric time (its ``start_s``/``end_s``) to get the trial's
+        emulated time; given, each coflow event is stamped when it happened on the fabric (no
+        later than ``now``), else at ``now``. Stats do not move the clock otherwise.
+        """
+        def stamp(t) -> float:
+            if fabric_to_trial_s is None or t is None:
+                return now
+            return min(now, float(t) + fabric_to_trial_s)
+
+        seen: list[tuple] = []  # (time, started 0 / finished 1, order, event class, job, coflow, bytes)
         for jid, b in (stats.get("bytes_sent") or {}).items():
             rj = self.state.running.get(int(jid))
             if rj is not None:
@@ -261,16 +273,19 @@ class SchedulerCore:
                 continue
             jid = int(jid)
             key = str(cid)
+            nbytes = float(info.get("bytes", 0.0))
             ended = info.get("end_s") is not None
             if key not in self._coflows_seen:
                 self._coflows_seen[key] = False
-                self._emit(CoflowStarted(now, jid, (key,), float(info.get("bytes", 0.0))))
+                seen.append((stamp(info.get("start_s")), 0, len(seen), CoflowStarted, jid, key, nbytes))
             if ended and not self._coflows_seen[key]:
                 self._coflows_seen[key] = True
                 if jid in self.state.running:
                     self.state.running[jid].coflows_done += 1
-                self._emit(CoflowFinished(now, jid, (key,), float(info.get("bytes", 0.0))))
-        self._drain()
+                seen.append((stamp(info.get("end_s")), 1, len(seen), CoflowFinished, jid, key, nbytes))
+        for t, _, _, kind, jid, key, nbytes in sorted(seen):  # in the order they happened
+            self._emit(kind(self._advance(t), jid, (key,), nbytes))
+            self._drain()
 
     # ------------------------------------------------------------ dispatch
     def _emit(self, ev: Event) -> None:
@@ -319,7 +334,7 @@ class SchedulerCore:
         self._runs_started += 1
         self._run_id[job.job_id] = self._runs_started
         self._out.actions.append(Action("start", job.job_id, job, placement, iterations=job.iterations - done,
-                                        start_iteration=done, run_id=self._runs_started))
+                                        start_iteration=done, run_id=self._runs_started, start_s=now))
         self._emit(JobStarted(now, job.job_id, placement))
 
     def _busy_closed(self, jid: int, start_s: float, end_s: float, gpus: int) -> None:
@@ -391,11 +406,11 @@ class RunReporter:
         self.actor = actor
         self.run_id = run_id
 
-    def on_iteration(self, job_id, iteration, iter_s, compute_s, comm_s) -> None:
-        self.actor.on_iteration.remote(job_id, iteration, iter_s, compute_s, comm_s, self.run_id)
+    def on_iteration(self, job_id, iteration, iter_s, compute_s, comm_s, end_wall=None) -> None:
+        self.actor.on_iteration.remote(job_id, iteration, iter_s, compute_s, comm_s, self.run_id, end_wall)
 
-    def on_job_done(self, job_id, iterations_done) -> None:
-        self.actor.on_job_done.remote(job_id, iterations_done, self.run_id)
+    def on_job_done(self, job_id, iterations_done, end_wall=None) -> None:
+        self.actor.on_job_done.remote(job_id, iterations_done, self.run_id, end_wall)
 
     def on_job_failed(self, job_id, reason) -> None:
         self.actor.on_job_failed.remote(job_id, reason, self.run_id)
@@ -408,15 +423,27 @@ class SchedulerActor:
     """Ray actor (async) around :class:`SchedulerCore`; also the executors' reporter.
 
     Create with ``ray.remote(SchedulerActor).options(num_cpus=0).remote(...)`` (see
-    :mod:`raytestbed.emu.backend`). ``time_scale`` is the EmuCluster's :class:`TimeScale`;
-    the trial's emulated clock starts at 0 when :meth:`start` is called.
+    :mod:`raytestbed.emu.backend`). ``factor`` is the EmuCluster's time scale (emulated s per
+    wall s) and ``fabric_epoch`` its clock's epoch (wall s); the trial's emulated clock starts at
+    0 when :meth:`start` is called.
+
+    **Logical timestamps.** Reports reach the actor some wall time after they happened (Ray calls,
+    event-loop wake-ups: ~5-20 ms each on a 2-core host, more under load; an emulated cluster's
+    control plane has none). The executors therefore send when an iteration or a run ended on
+    their logical clocks (``end_wall``), and the fabric when each coflow started and ended; the
+    core handles each report at that time (never later than now, never before the clock's last
+    event: the core's clock only moves forward). Decisions taken then carry that time to the
+    executors, which start the run's logical clock there (``start_job(start_s=...)``, at most
+    ``MAX_BACKDATE_WALL_S`` ago). Arrivals, faults and ticks are replayed at their own times.
     """
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policies: Sequence[Policy],
-                 faults: Sequence[Fault], factor: float, fabric=None, poll_s: float = 1.0) -> None:
+                 faults: Sequence[Fault], factor: float, fabric=None, poll_s: float = 1.0,
+                 fabric_epoch: float | None = None) -> None:
         self.core = SchedulerCore(cluster, jobs, policies, faults)
         self.factor = float(factor)
         self.fabric = fabric
+        self.fabric_epoch = fabric_epoch
         self.poll_s = float(poll_s)
         self.epoch: float | None = None
         self._wake: asyncio.Event | None = None
@@ -425,6 +452,19 @@ class SchedulerActor:
 
     def _now(self) -> float:
         return (time.time() - self.epoch) * self.factor if self.epoch is not None else 0.0
+
+    def _stamp(self, end_wall: float | None) -> float:
+        """The trial's emulated time of a report that happened at wall time ``end_wall`` (None: now)."""
+        now = self._now()
+        if end_wall is None or self.epoch is None:
+            return now
+        return min(now, (float(end_wall) - self.epoch) * self.factor)
+
+    def _fabric_to_trial_s(self) -> float | None:
+        """What to add to a fabric time to get the trial's emulated time (None: epoch unknown)."""
+        if self.fabric_epoch is None or self.epoch is None:
+            return None
+        return (self.fabric_epoch - self.epoch) * self.factor
 
     def _signal(self) -> None:
         if self._wake is not None:
@@ -450,7 +490,7 @@ class SchedulerActor:
                     last_poll = time.monotonic()
                     try:
                         stats = await self.fabric.stats.remote()
-                        self.core.on_fabric_stats(self._now(), stats)
+                        self.core.on_fabric_stats(self._now(), stats, self._fabric_to_trial_s())
                     except Exception as e:  # the fabric is optional for the policies: note and go on
                         self.core.warnings.append(f"fabric stats: {type(e).__name__}: {e}")
                         self.fabric = None
@@ -471,19 +511,21 @@ class SchedulerActor:
             raise self._error
         return self.core.take()
 
-    def _guard(self, fn, *args) -> None:
+    def _guard(self, fn, *args, now: float | None = None) -> None:
         try:
-            fn(self._now(), *args)
+            fn(self._now() if now is None else now, *args)
         except BaseException as e:
             self._error = e
         self._signal()
 
     async def on_iteration(self, job_id: int, iteration: int, iter_s: float, compute_s: float, comm_s: float,
-                           run_id: int | None = None) -> None:
-        self._guard(self.core.on_iteration, int(job_id), iteration, iter_s, compute_s, comm_s, run_id)
+                           run_id: int | None = None, end_wall: float | None = None) -> None:
+        self._guard(self.core.on_iteration, int(job_id), iteration, iter_s, compute_s, comm_s, run_id,
+                    now=self._stamp(end_wall))
 
-    async def on_job_done(self, job_id: int, iterations_done: int, run_id: int | None = None) -> None:
-        self._guard(self.core.on_job_done, int(job_id), iterations_done, run_id)
+    async def on_job_done(self, job_id: int, iterations_done: int, run_id: int | None = None,
+                          end_wall: float | None = None) -> None:
+        self._guard(self.core.on_job_done, int(job_id), iterations_done, run_id, now=self._stamp(end_wall))
 
     async def on_job_failed(self, job_id: int, reason: str, run_id: int | None = None) -> None:
         self._guard(self.core.on_job_failed, int(job_id), reason, run_id)

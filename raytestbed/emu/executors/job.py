@@ -19,15 +19,18 @@ report per iteration, in emulated seconds:
   flows, paced outbound flows, all-reduce or PS push/pull).
 
 Reporter calls (``reporter`` is a Ray actor handle or None):
-``on_iteration(job_id, iteration, iter_s, compute_s, comm_s)`` per iteration,
-``on_job_done(job_id, iterations_done)`` when all requested iterations are done
+``on_iteration(job_id, iteration, iter_s, compute_s, comm_s, end_wall)`` per iteration,
+``on_job_done(job_id, iterations_done, end_wall)`` when all requested iterations are done
 (not after :meth:`JobRun.stop`: the caller gets the count from ``stop()``),
 ``on_job_failed(job_id, reason)`` when a worker died or a server of the job was
 lost, and ``on_warning(job_id, message)`` (only if the reporter has that
 method) when real-compute workers outnumber the host's cores.
 
 Iteration numbers reported are ``start_iteration + j`` for the j-th iteration
-of this run; ``iterations`` is how many this run performs.
+of this run; ``iterations`` is how many this run performs. ``end_wall`` is when
+the iteration (or the run) ended on the workers' logical clocks, as a wall
+timestamp (``time.time()`` seconds): the scheduler stamps its events with it
+instead of the (later) time the report reaches it.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.emu.executors.plan import JobPlan, plan_job
 from raytestbed.emu.executors.worker import ParamServer, StageWorker
+from raytestbed.emu.fabric import MAX_BACKDATE_WALL_S
 from raytestbed.emu.pool import RunProxy, new_run_key
 from raytestbed.errors import ConfigError
 
@@ -108,14 +112,14 @@ class JobMonitor:
             self.last_end = end
             self.rows.append(row)
             _call(self.reporter, "on_iteration", self.job_id, row["iteration"], row["iter_s"], row["compute_s"],
-                  row["comm_s"])
+                  row["comm_s"], end)
             self.next += 1
 
     def finish(self, iterations_done: int | None, failure: str | None, send_done: bool) -> list[dict]:
         if failure is not None:
             _call(self.reporter, "on_job_failed", self.job_id, failure)
         elif send_done:
-            _call(self.reporter, "on_job_done", self.job_id, iterations_done)
+            _call(self.reporter, "on_job_done", self.job_id, iterations_done, self.last_end)
         return list(self.rows)
 
     def records(self) -> list[dict]:
@@ -136,7 +140,8 @@ class JobRun:
         hosts: with the pool, the host actor of each worker (``workers`` are then RunProxy objects).
     """
 
-    def __init__(self, emu, job: Job, placement: Placement, plan: JobPlan, reporter, pool=None) -> None:
+    def __init__(self, emu, job: Job, placement: Placement, plan: JobPlan, reporter, pool=None,
+                 start_s: float | None = None) -> None:
         self.emu = emu
         self.pool = pool
         self.run_key = new_run_key(job.job_id) if pool is not None else None
@@ -148,10 +153,11 @@ class JobRun:
         self.plan = plan
         self.reporter = reporter
         self.factor = float(emu.time_scale.to_emu(1.0))
-        #: the job's start on the emulated clock: when start_job was called (the decision). Every
-        #: worker's logical clock starts here, so launch latency and start skew between the gang's
-        #: workers are back-dated like any control-plane delay (worker.py, "Logical clock").
-        self.start_s = float(emu.time_scale.now())
+        #: the job's start on the emulated clock: the decision's time ``start_s`` if given (else when
+        #: start_job was called), no earlier than MAX_BACKDATE_WALL_S wall before now. Every worker's
+        #: logical clock starts here, so the decision-to-launch latency and the start skew between
+        #: the gang's workers are back-dated like any control-plane delay (worker.py, "Logical clock").
+        self.start_s = _start_time(emu.time_scale, start_s)
         self.iterations_done: int | None = None
         self.failure: str | None = None
         self.oversubscribed = False
@@ -352,6 +358,14 @@ class JobRun:
             self._finished.set()
 
 
+def _start_time(time_scale, start_s: float | None) -> float:
+    """A run's logical start (emulated s): ``start_s`` clamped to [now - MAX_BACKDATE_WALL_S wall, now]."""
+    now = float(time_scale.now())
+    if start_s is None:
+        return now
+    return min(now, max(float(start_s), now - time_scale.to_emu(MAX_BACKDATE_WALL_S)))
+
+
 def _server_options(emu, server: int, gpu: int) -> dict:
     """Actor options for a PS task on ``server``: the server's placement, without taking its GPU."""
     fn = getattr(emu, "server_options", None)
@@ -361,7 +375,8 @@ def _server_options(emu, server: int, gpu: int) -> dict:
 
 
 def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str = "replay", reporter=None,
-              start_iteration: int = 0, profile=None, worker_pool: bool | None = None) -> JobRun:
+              start_iteration: int = 0, profile=None, worker_pool: bool | None = None,
+              start_s: float | None = None) -> JobRun:
     """Start ``job`` on ``placement`` for ``iterations`` iterations; returns at once (see module docstring).
 
     Args:
@@ -371,6 +386,9 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
         profile: the job model's per-layer profile (default: the shipped one).
         worker_pool: None = use ``emu.pool`` if the EmuCluster has one; True = require it;
             False = create per-job actors (the behaviour without the pool).
+        start_s: when the job was decided, on the fabric's emulated clock (``emu.time_scale``);
+            the run's logical clock starts there (at most ``MAX_BACKDATE_WALL_S`` wall ago).
+            None: now.
 
     Raises:
         ConfigError: bad mode, a model real mode cannot build, stages that match
@@ -390,4 +408,4 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
         pool = None
     plan = plan_job(job, placement, emu.cluster, iterations=iterations, mode=mode,
                     start_iteration=start_iteration, profile=profile)
-    return JobRun(emu, job, placement, plan, reporter, pool=pool)
+    return JobRun(emu, job, placement, plan, reporter, pool=pool, start_s=start_s)
