@@ -4,7 +4,8 @@ Cluster: ``cluster_configs/asrpt_sim_250x8.yaml`` (250 x 8 GPUs, 10 Gbps NIC,
 300 GB/s NVLink). Jobs: a real trace (default AAIC, all five files, 459,545
 jobs) built as the paper builds its workload (docs/asrpt_workloads.md). Each
 point of each sweep samples a run of consecutive jobs (seeded random start);
-the ``--history`` jobs just before it train the predictors before the run
+the ``--history`` (alias ``--history-jobs``, as a trial's ``workload.history_jobs``)
+jobs just before it train the predictors before the run
 (the paper trains on the earlier 80% of its trace) and every policy refits
 online every ``--retrain-every`` completions.
 
@@ -241,7 +242,7 @@ def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, 
         for label, name, pred in runs:
             r = simulate(cluster, js.jobs, name, cfg.seed, policy_params(name, pred, js.history, retrain(len(js.jobs))))
             r.update(sweep=sweep, x=x, policy=label, start=js.start, offered_load=js.offered_load,
-                     nic_gbps=cluster.nic_bps * 8 / 1e9, gpus=cluster.total_gpus)
+                     history_jobs=len(js.history), nic_gbps=cluster.nic_bps * 8 / 1e9, gpus=cluster.total_gpus)
             records.append(r)
             log(f"  {sweep:<9} x={x:<8} {label:<16} total JCT {r['total_jct_s']:.4e} s  mean queue "
                 f"{r['avg_queue_s']:.3g} s ({r['finished']}/{r['jobs']} finished, load {js.offered_load:.2f}, "
@@ -437,7 +438,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--sweeps", default="jobs,single,nic,predictor,load,table2")
     ap.add_argument("--trace", default="aaic", help="aaic (all files) | aaic-2018h2 | philly | helios | philly15k")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the paper's job counts")
-    ap.add_argument("--history", type=int, default=None, help="jobs before each set that train the predictors")
+    ap.add_argument("--history", "--history-jobs", dest="history", type=int, default=None,
+                    help="trace jobs just before each set that train every policy's predictor (a trial's "
+                         "workload.history_jobs; the paper trains on the earlier 80%% of its trace); "
+                         "default max(1000, 20,000 x --scale), --quick 300")
     ap.add_argument("--load", type=float, default=1.0,
                     help="target offered load: arrivals are compressed by (trace busy GPUs) / (G x load)")
     ap.add_argument("--arrival-scale", type=float, default=None, help="explicit arrival compression (overrides --load)")

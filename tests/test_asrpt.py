@@ -55,6 +55,46 @@ def test_virtual_srpt_zero_sizes_keep_arrival_order_and_simultaneous_sort_by_siz
     assert w.advance(10.0) == [1, 2, 0]
 
 
+def _srpt_reference(jobs):
+    """Preemptive SRPT on one speed-1 machine, stepped arrival by arrival: [(job id, completion)]."""
+    jobs = sorted(jobs)  # (arrival, size, id)
+    t, rem, done, k = 0.0, {}, [], 0
+    while k < len(jobs) or rem:
+        if not rem:
+            t = max(t, jobs[k][0])
+        while k < len(jobs) and jobs[k][0] <= t:
+            rem[jobs[k][2]] = [jobs[k][1], jobs[k][0]]
+            k += 1
+        j = min(rem, key=lambda i: (rem[i][0], rem[i][1], i))  # least remaining, then arrival, id
+        nxt = jobs[k][0] if k < len(jobs) else float("inf")
+        if t + rem[j][0] <= nxt:
+            t += rem.pop(j)[0]
+            done.append((j, t))
+        else:
+            rem[j][0] -= nxt - t
+            t = nxt
+    return done
+
+
+def test_virtual_srpt_matches_a_reference_srpt_on_random_instances():
+    import random
+
+    def step_to(v, t, out):  # every completion up to t, each with its time
+        while (c := v.next_completion()) is not None and c <= t:
+            out += [(j, pytest.approx(c)) for j in v.advance(c)]
+
+    rng = random.Random(7)
+    for _ in range(300):
+        jobs = [(rng.randint(0, 40) / 2, rng.choice([0.0, 0.5, 1.0, 2.0, 3.0, float(rng.randint(1, 20))]), i)
+                for i in range(rng.randint(1, 10))]
+        v, got = VirtualSrpt(), []
+        for arr, size, jid in sorted(jobs):
+            step_to(v, arr, got)
+            assert v.add(jid, size, arr) == []
+        step_to(v, float("inf"), got)
+        assert got == _srpt_reference(jobs)
+
+
 # ----------------------------------------------------------------- A-SRPT
 def test_asrpt_perfect_follows_hand_computed_srpt_order():
     """4 jobs on one 4-GPU server, 1 s/iteration; virtual sizes g/G * n: 10, 2, 1, 10.

@@ -65,3 +65,23 @@ def test_reproduce_quick(tmp_path, policies):
         assert sorted(df["x"].unique()) == [150, 300]
         assert (df["finished"] == df["jobs"]).all() and (df["total_jct_s"] > 0).all()
         assert (out / "jobs.png").stat().st_size > 0
+
+
+def test_reproduce_history_jobs_flag_trains_on_that_many_jobs(tmp_path):
+    d = find_data_dir([Path(__file__).parent])
+    if d is None or not (d / "dirlab-helios-philly-15k").is_dir():
+        pytest.skip("shared/data not available")
+    repro = _script("reproduce_asrpt")
+    out = tmp_path / "r"
+    repro.main(["--quick", "--out", str(out), "--trace", "philly15k", "--sweeps", "jobs", "--history-jobs", "40",
+                "--retrain-every", "100000", "--policies", "spjf"])
+    df = pd.read_csv(out / "runs.csv")
+    assert set(df["policy"]) == {"spjf"} and (df["history_jobs"] == 40).all()
+    assert (df["finished"] == df["jobs"]).all()
+    # the same rows reach the predictor: a set preceded by 40 history jobs
+    rows = repro.read_trace("philly15k")
+    cluster = repro.load_cluster(CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml").build()
+    js = repro.make_jobset(rows, 30, 40, 1, cluster, 1.0, None)
+    assert len(js.history) == 40 and len(js.jobs) == 30
+    params = repro.policy_params("spjf", None, js.history, 100000)
+    assert params["history"] == js.history
