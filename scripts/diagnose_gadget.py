@@ -143,21 +143,23 @@ def main() -> None:
               f"mean idle/slot {s.idle.mean():.1f}")
         print(f"   crossed lambda3: {int(d.crossed.sum())} jobs, utility from them {d[d.crossed].utility.sum():.0f}; "
               f"not crossed: {len(never)} (served {int((never.pre > 0).sum())} of them)")
-        print(f"   worker-slots pre-lambda3 on crossed {int(d[d.crossed].pre.sum())} ({d[d.crossed].pre.mean():.2f} per "
-              f"crossed job), post-lambda3 {int(d.post.sum())}, on never-crossed (wasted) {int(never.pre.sum())}")
+        cr = d[d.crossed]
+        print(f"   worker-slots pre-lambda3 on crossed {int(cr.pre.sum())} ({cr.pre.mean():.2f} per crossed job), "
+              f"post-lambda3 {int(d.post.sum())}, on never-crossed (wasted) {int(never.pre.sum())}")
         print(f"   of the pre-lambda3 worker-slots, {int(d.overshoot.sum())} are workers of the crossing slot beyond "
               f"the fewest that reach lambda3 + 5/lambda2")
         print(f"   preemptions {int(d.preemptions.sum())}, jobs ever served {int((d.pre + d.post > 0).sum())}")
         multi = d[d.lambda3 > d.zeta * d.N]  # cannot reach lambda3 within one slot from zero progress
         for lo, hi in ((0.0, 0.5), (0.5, 1.0)):
             m = multi[(multi.lambda2 > lo) & (multi.lambda2 <= hi)]
-            print(f"   jobs with lambda3 > zeta N (need > 1 slot) and lambda2 in ({lo}, {hi}]: {len(m)}, reached lambda3 "
-                  f"{int(m.crossed.sum())}, worker-slots {int((m.pre + m.post).sum())}")
+            print(f"   jobs with lambda3 > zeta N (need > 1 slot) and lambda2 in ({lo}, {hi}]: {len(m)}, "
+                  f"reached lambda3 {int(m.crossed.sum())}, worker-slots {int((m.pre + m.post).sum())}")
         log = [e for e in pol.slot_log[: a.slots] if "candidates" in e]
         if log:  # GADGET's solver: visible jobs (pi > pi_tol) left out, repairs / greedy fallbacks, wall time
             left = sum(e["candidates"] - e["embedded_by_solver"] for e in log)
+            fb = [e["fallback"] for e in log]
             print(f"   solver: {sum(e['candidates'] for e in log)} candidate job-slots, {left} left out; fallbacks "
-                  f"repair {sum(e['fallback'] == 'repair' for e in log)}, greedy {sum(e['fallback'] == 'greedy' for e in log)}; "
+                  f"repair {fb.count('repair')}, greedy {fb.count('greedy')}; "
                   f"max wall {max(e['wall_s'] for e in log):.2f} s")
         for r in c.itertuples():
             print(f"   pi {r.pi:7} {r.state:7}: {r.allocations:6} allocations, {r.worker_slots:6} worker-slots, "
@@ -168,12 +170,13 @@ def main() -> None:
     for other in names[1:]:
         g = pj_df[pj_df.policy == names[0]].set_index("job")
         b = pj_df[pj_df.policy == other].set_index("job")
-        for who, mine, theirs, sel in ((names[0], g, b, g.crossed & ~b.crossed), (other, b, g, b.crossed & ~g.crossed)):
+        for who, mine, theirs in ((names[0], g, b), (other, b, g)):
+            sel = mine.crossed & ~theirs.crossed
             m, t = mine[sel], theirs[sel]
             print(f"   reach lambda3 only under {who}: {int(sel.sum())} jobs, utility {m.utility.sum():.0f}; mean "
-                  f"lambda1 {m.lambda1.mean():.1f}, lambda2 {m.lambda2.mean():.2f}, lambda3/zeta {m.need_slots.mean():.1f} "
-                  f"worker-slots; {who} gave them {int((m.pre + m.post).sum())} worker-slots, the other "
-                  f"{int((t.pre + t.post).sum())}")
+                  f"lambda1 {m.lambda1.mean():.1f}, lambda2 {m.lambda2.mean():.2f}, "
+                  f"lambda3/zeta {m.need_slots.mean():.1f} worker-slots; {who} gave them "
+                  f"{int((m.pre + m.post).sum())} worker-slots, the other {int((t.pre + t.post).sum())}")
     pd.concat(ps).to_csv(out / "per_slot.csv", index=False)
     pd.concat(pc).to_csv(out / "by_category.csv", index=False)
 
