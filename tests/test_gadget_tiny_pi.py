@@ -93,3 +93,35 @@ def test_gadget_serves_underflowing_jobs_only_with_exact_order():
         want = min(j.extra["F"], j.extra["zeta"] * z)
         assert res.iterations_done[j.job_id] == pytest.approx(want, rel=1e-6, abs=1e-6)
         assert res.iterations_done[j.job_id] <= j.extra["F"] + 1e-6
+
+
+def _slot_job(jid: int, u: JobUtility, z: float, q: int) -> SlotJob:
+    """A SlotJob as GadgetPolicy.slot_jobs builds it for a tiny-pi job (progress x = zeta z, capped at F)."""
+    x = u.zeta * z
+    x1 = np.minimum(x + u.zeta * np.arange(1, q + 1), u.budget)
+    pi = tuple(float(max(p, 0.0)) for p in np.asarray(u.mu(x1)) - u.mu(x))
+    return SlotJob(jid, pi, 0.0, 0.0, tuple(float(v) for v in u.log_gain(x, x1)))
+
+
+def test_exact_pi_feeds_a_saturated_job_before_a_job_that_crosses_next_slot():
+    """The myopic per-slot objective (10) (docs/reproductions.md GADGET, 4000-job analysis).
+
+    Job 0 is 300 iterations past lambda3 (mu = lambda1 (1 - e^-60)): 4 more workers gain
+    ~e^-60. Job 1 is 800 iterations short of lambda3 with zeta N = 400 per slot: with the 4 GPUs
+    now and next slot it reaches lambda3 (gain lambda1 / 2), but its gain within *this* slot is
+    ~e^-76. Both pi are below pi_tol (GADGET's leftover fill); the exact optimum of (10) gives the
+    GPUs to job 0, whose remaining utility is < 1e-24 — the loss mechanism behind GADGET < LAS at
+    high load.
+    """
+    sat = JobUtility("sigmoid", zeta=100, budget=6000, lambda1=50, lambda2=0.2, lambda3=1000)
+    far = JobUtility("sigmoid", zeta=100, budget=6000, lambda1=50, lambda2=0.2, lambda3=1000)
+    jobs = [_slot_job(0, sat, 13.0, 4), _slot_job(1, far, 2.0, 4)]
+    assert max(jobs[0].pi) < 1e-6 and max(jobs[1].pi) < 1e-6  # both only in the leftover fill
+    assert max(jobs[0].log_pi) > max(jobs[1].log_pi)
+    racks = (Rack(0, 10 * GB, 10 * GB),)
+    sub = Substrate.full(Cluster((Server(0, 4, 10 * GB, 10 * GB, rack=0, memory_gb=64),), 300e9, racks))
+    out = fill_by_log_pi({}, jobs, sub)
+    assert set(out) == {0} and out[0].workers == 4
+    # what the 4 GPUs were worth to job 1 over two slots vs to job 0 in this one
+    assert far.mu(far.zeta * (2.0 + 8)) - far.mu(far.zeta * 2.0) > 0.49 * far.lambda1
+    assert sat.mu(sat.zeta * (13.0 + 4)) - sat.mu(sat.zeta * 13.0) < 1e-24
