@@ -6,9 +6,9 @@ spec parrot.md §3.3-3.4, §6.2). Rates are bytes/s, volumes bytes, times second
 * :class:`FlowTable` turns the active coflows of a :class:`ClusterView` into
   arrays (flow ids, coflow index, src/dst server, remaining bytes, link
   incidences), caching the static part of every coflow.
-* :func:`o3_scaled_rates`: every coflow's stand-alone optimum O3 on its remaining
-  bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27), times a per-coflow share
-  (Parrot Alg. 1 S7-9: W_l / sum W).
+* :func:`o3_rates`: every coflow's stand-alone optimum O3 on its remaining
+  bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27); :func:`o3_scaled_rates`
+  times a per-coflow share (Parrot Alg. 1 S7-9: W_l / sum W).
 * :func:`global_factor`: Alg. 1 S10, the largest common factor phi that keeps
   every link within capacity, phi = min_{l: L_l > 0} C_l / L_l.
 * :func:`fill_residual`: an extension of S10 (not the paper's rule): the
@@ -179,7 +179,6 @@ class FlowTable:
         inc_flow, inc_link = links.incidences(src, dst)
         return Flows(fids, coflow_ids, [i.job_id for i in infos], cf, src, dst,
                      np.maximum(rem, MIN_BYTES), inc_flow, inc_link)
-
 
 
 def o3_gamma(flows: Flows, links: LinkIndex) -> np.ndarray:
