@@ -6,9 +6,9 @@ spec parrot.md §3.3-3.4, §6.2). Rates are bytes/s, volumes bytes, times second
 * :class:`FlowTable` turns the active coflows of a :class:`ClusterView` into
   arrays (flow ids, coflow index, src/dst server, remaining bytes, link
   incidences), caching the static part of every coflow.
-* :func:`o3_scaled_rates`: every coflow's stand-alone optimum O3 on its remaining
-  bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27), times a per-coflow share
-  (Parrot Alg. 1 S7-9: W_l / sum W).
+* :func:`o3_rates`: every coflow's stand-alone optimum O3 on its remaining
+  bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27); :func:`o3_scaled_rates`
+  times a per-coflow share (Parrot Alg. 1 S7-9: W_l / sum W).
 * :func:`global_factor`: Alg. 1 S10, the largest common factor phi that keeps
   every link within capacity, phi = min_{l: L_l > 0} C_l / L_l.
 * :func:`fill_residual`: an extension of S10 (not the paper's rule): the
@@ -27,7 +27,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import chain
-from operator import attrgetter
 
 import numpy as np
 
@@ -169,7 +168,7 @@ class FlowTable:
             self._static = {c: v for c, v in self._static.items() if c in live}
         counts = np.fromiter((h[0] for h in statics), dtype=np.intp, count=len(statics))
         total = int(counts.sum())
-        rem = np.fromiter(map(_REMAINING, chain.from_iterable(i.flows for i in infos)), dtype=float, count=total)
+        rem = np.fromiter([f.remaining_bytes for i in infos for f in i.flows], dtype=float, count=total)
         if statics:
             src = np.concatenate([h[2] for h in statics])
             dst = np.concatenate([h[3] for h in statics])
@@ -180,9 +179,6 @@ class FlowTable:
         inc_flow, inc_link = links.incidences(src, dst)
         return Flows(fids, coflow_ids, [i.job_id for i in infos], cf, src, dst,
                      np.maximum(rem, MIN_BYTES), inc_flow, inc_link)
-
-
-_REMAINING = attrgetter("remaining_bytes")
 
 
 def o3_gamma(flows: Flows, links: LinkIndex) -> np.ndarray:
@@ -197,13 +193,22 @@ def o3_gamma(flows: Flows, links: LinkIndex) -> np.ndarray:
     return np.maximum((sent / links.egress).max(axis=1), (recv / links.ingress).max(axis=1))
 
 
-def o3_scaled_rates(flows: Flows, links: LinkIndex, share: np.ndarray) -> np.ndarray:
-    """b^(O3) (eq. 27) of every flow times its coflow's ``share``; intra-server flows get intra_bps."""
+def o3_rates(flows: Flows, links: LinkIndex) -> np.ndarray:
+    """b^(O3) = V / Gamma~ (eq. 27) of every flow on its remaining bytes, bytes/s; intra-server flows
+    get intra_bps."""
     gamma = o3_gamma(flows, links)
     net = flows.src != flows.dst
     rates = np.full(flows.remaining.size, links.intra_bps)
-    g = gamma[flows.cf[net]]
-    rates[net] = flows.remaining[net] / g * share[flows.cf[net]]
+    rates[net] = flows.remaining[net] / gamma[flows.cf[net]]
+    return rates
+
+
+def o3_scaled_rates(flows: Flows, links: LinkIndex, share: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
+    """b^(O3) (eq. 27) of every flow times its coflow's ``share`` (Alg. 1 S8), bytes/s; intra-server
+    flows keep intra_bps. ``base``: the O3 rates if already computed (:func:`o3_rates`)."""
+    rates = o3_rates(flows, links) if base is None else base.copy()
+    net = flows.src != flows.dst
+    rates[net] *= share[flows.cf[net]]
     return rates
 
 
@@ -253,14 +258,19 @@ def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np
 
 
 def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: bool = False,
-                  start: np.ndarray | None = None, fast: bool = True) -> np.ndarray:
+                  start: np.ndarray | None = None, fast: bool = True, base: np.ndarray | None = None) -> np.ndarray:
     """Greedy filling: coflows in ``order`` (coflow indices) each get their O3 rates times
-    min{1, min_l R_l / b_l} of the capacity R left by earlier ones (spec parrot.md §6.2).
+    min{1, min_l R_l / b_l} of the capacity R (bytes/s) left by earlier ones (spec parrot.md §6.2),
+    b_l = the coflow's O3 load on link l (bytes/s). Returns every flow's rate, bytes/s.
     ``first_only``: coflows after the first get rate 0 (the "-wo-WC" baselines).
     ``start``: rates already given (bytes/s); the filling then adds to them within the capacity they leave.
-    ``fast``: every coflow's link loads from one bincount (a coflows x links matrix) and the rates
-    set in one step after the loop; the same sums in the same order as the per-coflow reference."""
-    base = o3_scaled_rates(flows, links, np.ones(flows.n_coflows))
+    ``base``: the flows' O3 rates (:func:`o3_rates`) if the caller has them.
+    ``fast`` (default): every coflow's link loads from one bincount (a coflows x links matrix), the
+    sequential loop on Python floats over each coflow's loaded links only, the rates set in one step
+    after it; the same operations on the same numbers as the reference (``fast=False``), so the rates
+    are identical (``tests/test_parrot.py``)."""
+    if base is None:
+        base = o3_rates(flows, links)
     net = flows.src != flows.dst
     if start is None:
         rates = np.where(net, 0.0, base)
@@ -269,30 +279,34 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
         rates = start.copy()
         residual = links.capacity - link_loads(flows, links, rates)
     if fast:
-        n_l = residual.size
-        inc_cf = flows.cf[flows.inc_flow]
-        loads = np.bincount(inc_cf * n_l + flows.inc_link, weights=base[flows.inc_flow],
-                            minlength=flows.n_coflows * n_l).reshape(flows.n_coflows, n_l)
-        # each coflow's loaded links (row-major nonzeros): subtracting load * f only there equals the
-        # dense update, since the other entries subtract exactly 0
-        rows, cols = np.nonzero(loads > 0)
-        vals = loads[rows, cols]
-        bounds = np.searchsorted(rows, np.arange(flows.n_coflows + 1)).tolist()
-        factor = np.zeros(flows.n_coflows)
-        for n, c in enumerate(order):
-            if first_only and n > 0:
-                break
-            a, b = bounds[c], bounds[c + 1]
-            if a == b:
+        n_c, n_l = flows.n_coflows, residual.size
+        loads = np.bincount(flows.cf[flows.inc_flow] * n_l + flows.inc_link, weights=base[flows.inc_flow],
+                            minlength=n_c * n_l)
+        # the loaded (coflow, link) cells in row-major order: coflow c's are cells[bounds[c]:bounds[c + 1]];
+        # subtracting load * f only there equals the dense update (elsewhere it subtracts exactly 0)
+        cells = np.flatnonzero(loads > 0)
+        bounds = np.searchsorted(cells, np.arange(n_c + 1) * n_l).tolist()
+        cell_link, cell_load = (cells % n_l).tolist(), loads[cells].tolist()
+        res = residual.tolist()
+        factor = [0.0] * n_c
+        for c in order[:1] if first_only else order:
+            lk, ld = cell_link[bounds[c]:bounds[c + 1]], cell_load[bounds[c]:bounds[c + 1]]
+            if not lk:
                 continue
-            lk, ld = cols[a:b], vals[a:b]
-            r = residual[lk]
-            f = min(1.0, float((np.maximum(r, 0.0) / ld).min()))
-            factor[c] = f
-            residual[lk] = r - ld * f
-        add = base * factor[flows.cf]
-        if start is None:
-            return np.where(net, add, base)
+            f = 1.0  # min{1, min_l max(R_l, 0) / b_l}
+            for k, x in zip(lk, ld):
+                r = res[k]
+                if r <= 0.0:  # a full link: factor 0, the residual stays as it is
+                    f = 0.0
+                    break
+                q = r / x
+                if q < f:
+                    f = q
+            if f > 0.0:
+                factor[c] = f
+                for k, x in zip(lk, ld):
+                    res[k] -= x * f
+        add = base * np.array(factor)[flows.cf]
         return np.where(net, rates + add, rates)
     # incidence ranges per coflow (incidences are grouped by flow, flows by coflow)
     inc_cf = flows.cf[flows.inc_flow]

@@ -42,6 +42,7 @@ from raytestbed.network.coflow_rates import (
     LinkIndex,
     fill_residual,
     global_factor,
+    o3_rates,
     o3_scaled_rates,
     priority_fill,
     scale_fabric,
@@ -142,7 +143,8 @@ class ParrotPolicy(CoflowPolicy):
             per_job[j] += 1
         cf_w /= np.array([per_job[j] for j in flows.coflow_job], dtype=float)
         share = cf_w / cf_w.sum()
-        rates = o3_scaled_rates(flows, links, share)
+        base = o3_rates(flows, links)  # b^(O3), eqs. 26-27
+        rates = o3_scaled_rates(flows, links, share, base=base)  # S7-9
         phi = global_factor(flows, links, rates)
         if not math.isfinite(phi):
             return rates
@@ -150,7 +152,7 @@ class ParrotPolicy(CoflowPolicy):
             rates = scale_fabric(flows, rates, phi)
             if self.fill_order == "lpcas":
                 order = sorted(range(flows.n_coflows), key=lambda c: (self._keys[flows.coflow_job[c]], c))
-                rates = priority_fill(flows, links, order, start=rates, fast=self.fast_path)
+                rates = priority_fill(flows, links, order, start=rates, fast=self.fast_path, base=base)
             if self.fill_residual:
                 rates = fill_residual(flows, links, rates, cf_w[flows.cf], fast=self.fast_path)
         elif phi < 1.0:  # only a rack link can be over-subscribed by the scaled O3 rates
