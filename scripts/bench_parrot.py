@@ -62,16 +62,18 @@ def state(n_coflows: int, servers: int, seed: int) -> tuple[ClusterState, int]:
     return st, n_flows
 
 
+# every case names its fill parameters explicitly, so "before" revisions with other defaults time the same variant
 CASES = [
-    ("parrot", {}, "parrot (default: global factor + residual max-min fill)"),
-    ("parrot", {"fill_residual": False}, "parrot, paper rule (Alg. 1 S10: one global factor)"),
-    ("parrot", {"fill_residual": False, "fill_order": "lpcas"},
-     "parrot, S10 per coflow in LPCAS order (`fill_order: lpcas`, no max-min)"),
-    ("parrot", {"fill_order": "lpcas"}, "parrot, fill_order lpcas + max-min"),
+    ("parrot", {"fill_order": "none", "fill_residual": True},
+     "parrot, global factor + residual max-min fill (the default before 2026-11-24)"),
+    ("parrot", {"fill_order": "none", "fill_residual": False}, "parrot, paper rule (Alg. 1 S10: one global factor)"),
+    ("parrot", {"fill_order": "lpcas", "fill_residual": False},
+     "parrot, S10 per coflow in LPCAS order (`fill_order: lpcas`, no max-min; default)"),
+    ("parrot", {"fill_order": "lpcas", "fill_residual": True}, "parrot, fill_order lpcas + max-min"),
     ("parrot-wo-wc", {}, "parrot-wo-wc (Alg. 1 S1-9)"),
-    ("aalo", {}, "aalo (greedy + max-min)"),
-    ("aalo", {"fill_residual": False}, "aalo, greedy only"),
-    ("lccf", {}, "lccf (greedy + max-min)"),
+    ("aalo", {"fill_residual": True}, "aalo (greedy + max-min)"),
+    ("aalo", {"fill_residual": False}, "aalo, greedy only (default)"),
+    ("lccf", {"fill_residual": True}, "lccf (greedy + max-min)"),
 ]
 
 

@@ -109,9 +109,12 @@ def main() -> None:
                     help="extra case SCHEME[:key=value,...], e.g. parrot:fill_residual=false,fill_order=lpcas "
                          "(repeatable; replaces the default list)")
     args = ap.parse_args()
-    cases = [("parrot", {"fill_residual": False}), ("parrot", {"fill_residual": True}),
+    # explicit fill parameters: the cases of the docs/reproductions.md table, whatever the policy defaults
+    cases = [("parrot", {"fill_residual": False, "fill_order": "none"}),
+             ("parrot", {"fill_residual": True, "fill_order": "none"}),
              ("parrot", {"fill_residual": True, "fill_order": "lpcas"}),
-             ("aalo", {"fill_residual": False}), ("aalo", {}), ("lccf", {})]
+             ("aalo", {"fill_residual": False}), ("aalo", {"fill_residual": True}),
+             ("lccf", {"fill_residual": True})]
     if args.cases:
         cases = [cases[int(i)] for i in args.cases.split(",")]
     if args.case:

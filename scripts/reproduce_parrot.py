@@ -15,11 +15,16 @@ load, is that of the full trace while the event count drops by 1/iteration_scale
 Fig. 9's Poisson gaps mu are used as printed (simulated seconds) unless
 ``--fig9-arrival-scale`` says otherwise.
 
-Variants (all reproducible from the command line): ``--fill-residual`` (every
-work-conserving scheme also shares leftover capacity by max-min), ``--fill-order
-lpcas`` (Parrot's S10 as one factor per coflow in LPCAS order after the global
-factor), ``--zero-coflows``, ``--theta-mode`` (spec PR-1, Fig. 2). No flag = the
-paper's rules (Parrot's single global factor; Aalo/LCCF greedy priority filling).
+Variants (all reproducible from the command line): ``--fill-order lpcas``
+(default: Parrot's S10 as one factor per coflow in LPCAS order after the global
+factor, our reading of Alg. 1 S10) or ``--fill-order none`` (the paper-literal
+single global factor), ``--fill-residual`` (every work-conserving scheme also
+shares leftover capacity by max-min; an extension, off by default),
+``--zero-coflows``, ``--theta-mode`` (spec PR-1, Fig. 2). No flag = the reported
+configuration, the policies' own defaults (Parrot S10 per coflow in LPCAS order;
+Aalo/LCCF greedy priority filling as the paper describes them; no max-min). The
+flag defaults were the paper-literal ``--fill-order none`` before 2026-11-24;
+every command in docs/reproductions.md names ``--fill-order`` explicitly.
 
 Writes ``OUT/parrot_results.csv``, ``OUT/parrot_fig5.png``, ``OUT/parrot_fig9.png``,
 ``OUT/parrot_fig10.png`` and ``OUT/parrot_reproduction.md`` (ours beside the paper's).
@@ -42,6 +47,8 @@ sys.path.insert(0, str(ROOT))
 
 from raytestbed.config import ClusterConfig, ServerGroup, load_cluster  # noqa: E402
 from raytestbed.schedulers.base import make_policy  # noqa: E402
+from raytestbed.schedulers.coflow_base import FILL_RESIDUAL_DEFAULT  # noqa: E402
+from raytestbed.schedulers.parrot import FILL_ORDER_DEFAULT  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
 from raytestbed.traces.parrot_workloads import data_dir  # noqa: E402
 from raytestbed.traces.registry import load_workload  # noqa: E402
@@ -126,19 +133,21 @@ def bar_plot(df: pd.DataFrame, x: str, path: Path, title: str) -> None:
     plt.close()
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "parrot")
     ap.add_argument("--quick", action="store_true", help="small scale, main schemes only (a few minutes)")
     ap.add_argument("--iteration-scale", type=float, default=None)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default="fig5,fig9,fig10,fb", help="comma list of experiments")
-    ap.add_argument("--fill-residual", action="store_true",
-                    help="work-conserving schemes also fill residual capacity by max-min (default: the "
-                         "paper's rules only: Parrot's single global factor, Aalo/LCCF greedy filling)")
-    ap.add_argument("--fill-order", choices=("none", "lpcas"), default="none",
-                    help="Parrot only: 'lpcas' adds a greedy pass after the global factor, coflow by coflow in "
-                         "LPCAS order (an extension; default 'none' = the paper's single factor)")
+    ap.add_argument("--fill-residual", action=argparse.BooleanOptionalAction,
+                    default=FILL_RESIDUAL_DEFAULT,
+                    help="work-conserving schemes also fill residual capacity by max-min (an extension; default "
+                         "off: Parrot's S10 as --fill-order says, Aalo/LCCF greedy filling)")
+    ap.add_argument("--fill-order", choices=("none", "lpcas"), default=FILL_ORDER_DEFAULT,
+                    help="Parrot only: 'lpcas' (default, the policy's default and the reported configuration) adds a "
+                         "greedy pass after the global factor, coflow by coflow in LPCAS order (our reading of Alg. 1 "
+                         "S10); 'none' = the paper-literal single global factor")
     ap.add_argument("--zero-coflows", choices=("inf", "plus_one"), default="inf",
                     help="Parrot only: A_m for a job with no completed coflow (spec PR-1)")
     ap.add_argument("--theta-mode", choices=("eq10", "max"), default="eq10", help="Parrot only: eq. 10 or theta_max")
@@ -154,7 +163,11 @@ def main(argv=None) -> int:
     ap.add_argument("--fb-limit", type=int, default=None, help="fb: first N coflows (default 150; --quick 30)")
     ap.add_argument("--fb-arrival-scale", type=float, default=1.0,
                     help="fb: factor on the trace's arrival times (< 1 compresses them: more overlap)")
-    a = ap.parse_args(argv)
+    return ap
+
+
+def main(argv=None) -> int:
+    a = build_parser().parse_args(argv)
     if data_dir() is None:
         print("no data directory (set RAYTESTBED_DATA_DIR)", file=sys.stderr)
         return 2
@@ -173,7 +186,8 @@ def main(argv=None) -> int:
         r = run_one(exp, scheme, *args, net_params=net_params, **kw)
         r["fill_residual"] = a.fill_residual
         if scheme.startswith("parrot"):
-            r.update(parrot_params)
+            # the policy's effective fill_order (parrot-wo-wc has no S10 pass: 'none', as before)
+            r.update(parrot_params, fill_order=make_policy(scheme, "network", **net_params).params()["fill_order"])
         print(f"{r['experiment']:6s} {r['scheme']:13s} {r['gbps']:>4g}G "
               f"{ {k: r[k] for k in ('mean_gap_s', 'ps_max', 'limit') if k in r} } "
               f"total JCT {r['total_jct_s']:10.2f} s  LB {r['total_lower_bound_s']:10.2f} s  "

@@ -79,10 +79,10 @@ def test_fig2_parrot_total_jct_40_89():
 
 def test_fig2_eq10_literal_and_orders():
     # eq. 10 literally (natural log, S in units), the paper's single work-conserving factor:
-    lit = run_fig2(make_policy("parrot", "network", bytes_unit=U, fill_residual=False))
+    lit = run_fig2(make_policy("parrot", "network", bytes_unit=U, fill_order="none", fill_residual=False))
     assert sum(lit.values()) == pytest.approx(41.99, abs=0.005)  # spec parrot.md §3.5 re-implementation
     # residual filling lets C3's lighter port run ahead, J2 ends a little earlier
-    filled = run_fig2(make_policy("parrot", "network", bytes_unit=U))
+    filled = run_fig2(make_policy("parrot", "network", bytes_unit=U, fill_order="none", fill_residual=True))
     assert 40.89 < sum(filled.values()) < sum(lit.values())
     for fill in (True, False):
         varys = run_fig2(SmallestCoflowFirst(fill_residual=fill))
@@ -165,7 +165,8 @@ def test_work_conservation_leaves_no_spare_link_with_backlog(name):
                 v = float(rng.uniform(1e6, 1e9))
                 fl.append(FlowInfo((k, 0, 0, i), s, d, v, v * float(rng.uniform(0.1, 1))))
             st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0, tuple(fl))
-        pol = make_policy(name, "network")
+        # the max-min residual fill (extension, not the default); Parrot: the former default
+        pol = make_policy(name, "network", fill_residual=True, **({"fill_order": "none"} if name == "parrot" else {}))
         flows, rates = pol.rates_for(st.view())
         assert np.all(rates >= 0)
         if name == "parrot":
@@ -173,12 +174,12 @@ def test_work_conservation_leaves_no_spare_link_with_backlog(name):
         assert_work_conserving(flows, LinkIndex(cl), rates)
         # the paper's single global factor alone saturates at least one link and overloads none
         if name == "parrot":
-            flows, r2 = make_policy(name, "network", fill_residual=False).rates_for(st.view())
+            flows, r2 = make_policy(name, "network", fill_order="none", fill_residual=False).rates_for(st.view())
             load = link_loads(flows, LinkIndex(cl), r2)
             assert np.all(load <= LinkIndex(cl).capacity * (1 + 1e-9))
             assert np.isclose(load / LinkIndex(cl).capacity, 1.0).any()
             # LPCAS-ordered greedy residual fill: feasible, never below the paper rule's rates
-            flows, r3 = make_policy(name, "network", fill_order="lpcas").rates_for(st.view())
+            flows, r3 = make_policy(name, "network", fill_order="lpcas", fill_residual=True).rates_for(st.view())
             assert np.all(link_loads(flows, LinkIndex(cl), r3) <= LinkIndex(cl).capacity * (1 + 1e-9))
             assert np.all(r3 >= r2 * (1 - 1e-12))
             # greedy LPCAS pass alone (no max-min): feasible, >= the paper rule, and the LPCAS-first
@@ -257,22 +258,25 @@ def test_paper_wc_factor_idles_disjoint_ports():
         st.running[k] = RunningJob(Job(k, 0.0, 10, prof, CommPattern.RAR), Placement(((k,),)), 0.0, 0.0,
                                    bytes_sent=1e8 * (k + 1), coflows_done=1)
         st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0, (FlowInfo((k, 0, 0, 0), k, n + k, 5e8, 5e8),))
-    paper = make_policy("parrot", "network", fill_residual=False)
+    paper = make_policy("parrot", "network", fill_order="none", fill_residual=False)
     flows, rates = paper.rates_for(st.view())
     assert paper.last_inferred == 0 and paper.last_theta == pytest.approx(0.9)
     by_job = {fid[0]: r for fid, r in zip(flows.flow_ids, rates)}
     assert by_job[0] == pytest.approx(1e9)  # inferred job: 0.9 share, phi = 1/0.9
     for j in (1, 2, 3):  # W/sum W = 1/30, times phi = 1/0.9 -> 1/27 of an otherwise idle link
         assert by_job[j] == pytest.approx(1e9 / 27)
-    flows, rates = make_policy("parrot", "network", fill_residual=True).rates_for(st.view())
+    flows, rates = make_policy("parrot", "network", fill_order="none", fill_residual=True).rates_for(st.view())
     assert np.allclose(rates, 1e9)  # the residual fill (extension) gives every job its idle link
-    flows, rates = make_policy("parrot", "network", fill_order="lpcas").rates_for(st.view())
+    flows, rates = make_policy("parrot", "network", fill_order="lpcas", fill_residual=True).rates_for(st.view())
     assert np.allclose(rates, 1e9)
     flows, rates = make_policy("parrot", "network", fill_order="lpcas", fill_residual=False).rates_for(st.view())
     assert np.allclose(rates, 1e9)  # greedy LPCAS pass alone: one factor per coflow, each its own idle link
     assert make_policy("parrot", "network", fill_order="maxmin").fill_order == "none"  # legacy spelling
-    flows, rates = make_policy("aalo", "network").rates_for(st.view())
-    assert np.allclose(rates, 1e9)
+    for kw in ({}, {"fill_residual": True}):  # greedy only (default) and greedy + max-min
+        flows, rates = make_policy("aalo", "network", **kw).rates_for(st.view())
+        assert np.allclose(rates, 1e9)
+    flows, rates = make_policy("parrot", "network").rates_for(st.view())
+    assert np.allclose(rates, 1e9)  # the default (S10 per coflow in LPCAS order)
 
 
 def random_state(rng, racks: bool):
@@ -301,10 +305,13 @@ def random_state(rng, racks: bool):
     return st
 
 
-VARIANTS = [("parrot", {}), ("parrot", {"fill_residual": False}), ("parrot", {"fill_order": "lpcas"}),
+PAPER_S10 = {"fill_order": "none", "fill_residual": False}  # Parrot's single global factor (Alg. 1 S10 as written)
+VARIANTS = [("parrot", {}), ("parrot", {"fill_order": "none", "fill_residual": True}), ("parrot", PAPER_S10),
+            ("parrot", {"fill_order": "lpcas", "fill_residual": True}),
             ("parrot", {"fill_order": "lpcas", "fill_residual": False}), ("parrot-wo-wc", {}),
-            ("parrot-wo-wc", {"fill_order": "lpcas"}), ("aalo", {}), ("aalo", {"fill_residual": False}),
-            ("aalo-wo-wc", {}), ("lccf", {}), ("lccf", {"fill_residual": False}), ("lccf-wo-wc", {})]
+            ("parrot-wo-wc", {"fill_order": "lpcas"}), ("aalo", {}), ("aalo", {"fill_residual": True}),
+            ("aalo", {"fill_residual": False}), ("aalo-wo-wc", {}), ("lccf", {}), ("lccf", {"fill_residual": True}),
+            ("lccf", {"fill_residual": False}), ("lccf-wo-wc", {})]
 
 
 @pytest.mark.parametrize("racks", [False, True])
@@ -366,5 +373,50 @@ def test_fast_path_same_rates_ps_all_to_all(variant):
         assert np.array_equal(r1, r0), (trial, name, kw)
         links = LinkIndex(st.cluster)
         several_full += int((link_loads(f1, links, r1) >= links.capacity * (1 - 1e-9)).sum() > 1)
-    if not name.endswith("wo-wc") and kw != {"fill_residual": False}:
+    if not name.endswith("wo-wc") and not (name == "parrot" and kw == PAPER_S10):
         assert several_full > 0  # the greedy / max-min passes ran into full links (not a trivial instance)
+
+
+def test_defaults_are_the_reported_configuration():
+    """The policy defaults are the configuration docs/reproductions.md reports (a departure from spec
+    PR-7, see raytestbed/schedulers/parrot.py): Parrot = S10 per coflow in LPCAS order without the
+    max-min pass; Aalo / LCCF = greedy priority filling only. Same rates, bit for bit, as the explicit
+    parameters, and different rates from the paper-literal S10 and the former default (global factor
+    + max-min) on these instances, so reverting a default fails here. reproduce_parrot.py's flags
+    default to the same configuration."""
+    import importlib.util
+    from pathlib import Path
+
+    rng = np.random.default_rng(23)
+    differs = {"paper": 0, "former": 0, "aalo": 0, "lccf": 0}
+    for trial in range(10):
+        if trial % 2:
+            st = ps_state(rng, int(rng.integers(16, 33)), int(rng.integers(5, 25)))
+        else:
+            st = random_state(rng, False)
+        f0, r0 = make_policy("parrot", "network").rates_for(st.view())
+        f1, r1 = make_policy("parrot", "network", fill_order="lpcas", fill_residual=False).rates_for(st.view())
+        assert f0.flow_ids == f1.flow_ids and np.array_equal(r0, r1), trial
+        _, rp = make_policy("parrot", "network", **PAPER_S10).rates_for(st.view())
+        _, rf = make_policy("parrot", "network", fill_order="none", fill_residual=True).rates_for(st.view())
+        differs["paper"] += not np.allclose(r0, rp)
+        differs["former"] += not np.allclose(r0, rf)
+        for name in ("aalo", "lccf"):
+            _, a0 = make_policy(name, "network").rates_for(st.view())
+            _, a1 = make_policy(name, "network", fill_residual=False).rates_for(st.view())
+            _, a2 = make_policy(name, "network", fill_residual=True).rates_for(st.view())
+            assert np.array_equal(a0, a1), (trial, name)
+            differs[name] += not np.allclose(a0, a2)
+    assert all(v > 0 for v in differs.values()), differs
+    p = make_policy("parrot", "network").params()
+    assert (p["fill_order"], p["fill_residual"]) == ("lpcas", False)
+    for name in ("aalo", "lccf"):
+        assert make_policy(name, "network").params()["fill_residual"] is False
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("reproduce_parrot", root / "scripts" / "reproduce_parrot.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    a = mod.build_parser().parse_args([])
+    assert (a.fill_order, a.fill_residual) == ("lpcas", False)
+    b = mod.build_parser().parse_args(["--fill-order", "none", "--fill-residual"])  # the other variants stay reachable
+    assert (b.fill_order, b.fill_residual) == ("none", True)

@@ -4,10 +4,12 @@ The paper's "conceptually equivalent" simplification of Aalo [PR §6], not Aalo'
 multi-level queues: jobs with an active coflow are served in ascending order of
 bytes sent so far (ties: arrival, id). Coflows are filled greedily in that
 order, each with its O3 rates (eqs. 26-27) on its remaining bytes times
-min{1, min_l R_l / b_l} of the capacity R left by the jobs before it; with
-``fill_residual`` (default) the capacity still left is shared by max-min among
-flows whose links all have room (the same work-conserving completion Parrot
-uses). ``aalo-wo-wc`` serves only the first job; the others wait.
+min{1, min_l R_l / b_l} of the capacity R left by the jobs before it (the paper's
+"distributes residual bandwidth between remaining jobs", spec PR-12; default).
+``fill_residual: true`` (an extension, default false since the reproduction
+compares the greedy baselines) then shares the capacity still left by max-min
+among flows whose links all have room. ``aalo-wo-wc`` serves only the first
+job; the others wait.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import numpy as np
 from raytestbed.core.state import ClusterView
 from raytestbed.network.coflow_rates import Flows, LinkIndex, fill_residual, priority_fill
 from raytestbed.schedulers.base import register_policy
-from raytestbed.schedulers.coflow_base import CoflowPolicy
+from raytestbed.schedulers.coflow_base import FILL_RESIDUAL_DEFAULT, CoflowPolicy
 
 
 class PriorityCoflowPolicy(CoflowPolicy):
@@ -25,7 +27,7 @@ class PriorityCoflowPolicy(CoflowPolicy):
 
     work_conserving = True
 
-    def __init__(self, seed: int = 0, fill_residual: bool = True, observe_interval_s: float | None = None,
+    def __init__(self, seed: int = 0, fill_residual: bool = FILL_RESIDUAL_DEFAULT, observe_interval_s: float | None = None,
                  fast_path: bool = True) -> None:
         super().__init__(seed, observe_interval_s, fast_path)
         self.fill_residual = bool(fill_residual)

@@ -11,6 +11,10 @@ bandwidth of a finished coflow stays unused until then.
 
 Subclasses implement :meth:`CoflowPolicy.compute_rates` on a
 :class:`~raytestbed.network.coflow_rates.Flows` table.
+
+Defaults of the work-conserving step (:data:`FILL_RESIDUAL_DEFAULT` here, Parrot's
+``fill_order`` in :mod:`raytestbed.schedulers.parrot`) are the configuration that
+docs/reproductions.md reports: no residual max-min pass for Parrot, Aalo or LCCF.
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from raytestbed.schedulers.base import (
     SetFlowRates,
     Tick,
 )
+
+#: Default of ``fill_residual`` for every coflow policy (Parrot, Aalo, LCCF): no weighted max-min
+#: pass over the capacity the paper's rules leave (an extension, spec PR-7); Aalo/LCCF fill
+#: greedily as the paper describes them (PR-12). The reported configuration (docs/reproductions.md).
+FILL_RESIDUAL_DEFAULT = False
 
 
 class CoflowPolicy(Policy):

@@ -1,8 +1,8 @@
 """LCCF baseline of Parrot's evaluation: least completed coflows first (spec parrot.md §6.2).
 
 Jobs with an active coflow are served in ascending order of coflows completed so
-far (ties: arrival, id), with the same greedy O3 filling and work-conserving
-completion as :mod:`raytestbed.schedulers.aalo`. ``lccf-wo-wc`` serves only the
+far (ties: arrival, id), with the same greedy O3 filling (default) and optional
+max-min completion (``fill_residual: true``) as :mod:`raytestbed.schedulers.aalo`. ``lccf-wo-wc`` serves only the
 first job.
 """
 
