@@ -3,7 +3,9 @@
 * Fig. 4 — total utility sum_i mu_i(progress at T) vs number of jobs, for GADGET and
   the FIFO / DRF / LAS baselines (ring-forming placement), T = 200 slots of 60 s on
   cluster_configs/gadget_fattree_50.yaml, Poisson arrivals over the horizon (the
-  Google arrivals are not available, GD-12). Three GADGET variants: ``gadget``
+  Google arrivals are not available, GD-12; ``--arrivals philly|aaic`` maps a real
+  trace's submit times onto the same window instead, see
+  raytestbed/traces/arrival_patterns.py). Three GADGET variants: ``gadget``
   (the paper's per-slot objective), ``gadget-tb`` (+1e-6 per worker tie-break:
   work conserving; at most 300 candidate jobs per slot, by pi/kappa, to bound its
   LP time) and ``gadget-env`` (pi from the sigmoid's least concave
@@ -45,6 +47,7 @@ from raytestbed.placement.ring_embedding import Substrate, validate_embeddings  
 from raytestbed.placement.utility import job_utility, total_utility  # noqa: E402
 from raytestbed.schedulers.base import make_policy  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
+from raytestbed.traces.arrival_patterns import ARRIVAL_KINDS, ARRIVAL_TRACES  # noqa: E402
 from raytestbed.traces.registry import load_workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,11 +75,21 @@ def run_policy(cluster: Cluster, jobs, variant: str, slots: int, seed: int):
 
 
 BUDGET_MODE = "iterations"  #: gadget.md GD-8; set by --budget-mode
+ARRIVALS = "poisson"  #: gadget.md GD-12; set by --arrivals (poisson or a trace of arrival_patterns)
 
 
 def workload(cluster, n: int, slots: int, seed: int):
-    return load_workload("gadget", dict(jobs=n, slots=slots, slot_s=SLOT_S, budget_mode=BUDGET_MODE), cluster, seed,
-                         ROOT)
+    return load_workload("gadget", dict(jobs=n, slots=slots, slot_s=SLOT_S, budget_mode=BUDGET_MODE,
+                                        arrivals=ARRIVALS), cluster, seed, ROOT)
+
+
+def arrivals_text(arrivals: str) -> str:
+    if arrivals == "poisson":
+        return "Poisson arrivals over the horizon (Google arrivals unavailable, GD-12)"
+    tr = ARRIVAL_TRACES[arrivals]
+    return (f"trace-shaped arrivals (GD-12 substitution for the Google pattern): the submit times "
+            f"(`{tr.column}`) of N consecutive jobs of `{tr.file}`, start row drawn from the seed, mapped "
+            "linearly onto the Poisson window (first at 0, last at T*(N-1)/N), same job parameters as with Poisson")
 
 
 def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
@@ -282,7 +295,7 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
     L = ["# GADGET reproduction (Figs. 4–7)", "",
          f"Command: `PYTHONPATH=. python scripts/reproduce_gadget.py {' '.join(args.argv)}`", "",
          f"Setting: cluster_configs/gadget_fattree_50.yaml (50 servers, 199 GPUs, 5 racks), T = {args.slots} slots "
-         "of 60 s, Poisson arrivals over the horizon (Google arrivals unavailable, GD-12), job parameters of §VI-1, "
+         f"of 60 s, {arrivals_text(getattr(args, 'arrivals', 'poisson'))}, job parameters of §VI-1, "
          f"budget_mode = {args.budget_mode} (GD-8), sigmoid utility; utility scored with the true sigmoid at T.", "",
          "## Fig. 4 — total utility vs number of jobs", "",
          "Paper: GADGET clearly above FIFO, DRF and LAS, the gap growing with the number of jobs (no numbers in "
@@ -373,11 +386,14 @@ def main(argv=None) -> None:
     ap.add_argument("--fig7-online-every", type=int, default=5)
     ap.add_argument("--budget-mode", default="iterations", choices=["iterations", "literal"],
                     help="F_i in worker-iterations (default, GD-8) or literally in worker-slots (never binds)")
+    ap.add_argument("--arrivals", default="poisson", choices=list(ARRIVAL_KINDS),
+                    help="arrival pattern: poisson (default) or a trace's submit times mapped onto the same window")
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    global BUDGET_MODE
+    global BUDGET_MODE, ARRIVALS
     BUDGET_MODE = args.budget_mode
+    ARRIVALS = args.arrivals
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cluster = load_cluster(ROOT / "cluster_configs" / "gadget_fattree_50.yaml").build()
