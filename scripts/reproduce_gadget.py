@@ -106,6 +106,12 @@ def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
                 print(f"fig4 jobs={n} seed={seed} {v:<10} U={u:10.1f} finished={done:5d} wall={wall:6.1f}s", flush=True)
     df = pd.DataFrame(rows)
     df.to_csv(out / "fig4_utility.csv", index=False)
+    plot_fig4(df, variants, out)
+    return df
+
+
+def plot_fig4(df: pd.DataFrame, variants, out: Path) -> None:
+    """fig4_utility.png: mean total utility per job count and policy, min-max over seeds."""
     g = df.groupby(["jobs", "policy"])["total_utility"]
     mean, lo, hi = g.mean().unstack(), g.min().unstack(), g.max().unstack()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -118,7 +124,6 @@ def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
     plt.tight_layout()
     plt.savefig(out / "fig4_utility.png", dpi=120)
     plt.close()
-    return df
 
 
 def scale_nodes(cluster: Cluster, units: float) -> Cluster:
@@ -388,6 +393,9 @@ def main(argv=None) -> None:
                     help="F_i in worker-iterations (default, GD-8) or literally in worker-slots (never binds)")
     ap.add_argument("--arrivals", default="poisson", choices=list(ARRIVAL_KINDS),
                     help="arrival pattern: poisson (default) or a trace's submit times mapped onto the same window")
+    ap.add_argument("--fig4-from", default=None,
+                    help="comma list of fig4_utility.csv files of earlier runs (e.g. one per count and seed): "
+                         "Fig. 4 is not run; their rows are concatenated into --out (CSV, PNG, report)")
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
@@ -417,7 +425,18 @@ def main(argv=None) -> None:
             args.f7o = fig7_online(cluster, args.fig7_online_jobs, args.fig7_online_slots, seeds[0],
                                    args.fig7_online_every, 60.0, out, args.fig7_online_variant)
         report(out, f4, f5, f6, f7, args)
-    if "4" not in skip:
+    if args.fig4_from:
+        f4 = pd.concat([pd.read_csv(p) for p in args.fig4_from.split(",")], ignore_index=True)
+        dup = f4[f4.duplicated(["jobs", "seed", "policy"], keep=False)]
+        if len(dup):
+            r = dup.iloc[0]
+            raise SystemExit(f"--fig4-from: jobs={r['jobs']} seed={r['seed']} policy={r['policy']} appears "
+                             f"{len(dup[(dup[['jobs', 'seed', 'policy']] == r[['jobs', 'seed', 'policy']]).all(axis=1)])} times")
+        f4 = f4.sort_values(["jobs", "seed", "policy"], kind="stable").reset_index(drop=True)
+        f4.to_csv(out / "fig4_utility.csv", index=False)
+        plot_fig4(f4, [v for v in variants if v in set(f4["policy"])], out)
+        report(out, f4, f5, f6, f7, args)
+    elif "4" not in skip:
         f4 = fig4(cluster, counts, seeds, slots, variants, out)
         report(out, f4, f5, f6, f7, args)
     n56 = args.fig56_jobs or (300 if q else 4000)
