@@ -43,7 +43,8 @@ def main(argv=None) -> None:
                 rows.append(dict(arrivals=arr, jobs=n, seed=seed, last_arrival_s=a[-1],
                                  after_horizon=int((a >= args.slots * 60).sum()),
                                  slots_without_arrival=int((per == 0).sum()), max_per_slot=int(per.max()),
-                                 cv_per_slot=per.std() / per.mean(), share_in_busiest_10pct_slots=np.sort(per)[-top:].sum() / n,
+                                 cv_per_slot=per.std() / per.mean(),
+                                 share_in_busiest_10pct_slots=np.sort(per)[-top:].sum() / n,
                                  simultaneous_share=float(np.mean(np.diff(a) == 0))))
     df = pd.DataFrame(rows)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -427,11 +427,10 @@ def main(argv=None) -> None:
         report(out, f4, f5, f6, f7, args)
     if args.fig4_from:
         f4 = pd.concat([pd.read_csv(p) for p in args.fig4_from.split(",")], ignore_index=True)
-        dup = f4[f4.duplicated(["jobs", "seed", "policy"], keep=False)]
-        if len(dup):
-            r = dup.iloc[0]
-            raise SystemExit(f"--fig4-from: jobs={r['jobs']} seed={r['seed']} policy={r['policy']} appears "
-                             f"{len(dup[(dup[['jobs', 'seed', 'policy']] == r[['jobs', 'seed', 'policy']]).all(axis=1)])} times")
+        counts4 = f4.groupby(["jobs", "seed", "policy"]).size()
+        if (counts4 > 1).any():
+            (n4, s4, p4), k4 = next((k, v) for k, v in counts4.items() if v > 1)
+            raise SystemExit(f"--fig4-from: jobs={n4} seed={s4} policy={p4} appears {k4} times")
         f4 = f4.sort_values(["jobs", "seed", "policy"], kind="stable").reset_index(drop=True)
         f4.to_csv(out / "fig4_utility.csv", index=False)
         plot_fig4(f4, [v for v in variants if v in set(f4["policy"])], out)

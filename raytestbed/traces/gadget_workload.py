@@ -7,7 +7,8 @@ available; gadget.md GD-12). ``arrivals: <trace>`` (``philly`` or ``aaic``, see
 ``jobs`` consecutive jobs of that trace and maps them linearly onto the same
 window: same job count and window, the trace's bursty arrival pattern. The
 Poisson gaps are still drawn (and discarded), so with the same seed every job
-parameter is the same as with Poisson arrivals and only the arrival times differ. Job parameters are integers drawn uniformly:
+parameter is the same as with Poisson arrivals and only the arrival times differ.
+Job parameters are integers drawn uniformly:
 N_i in [1, 5] (max workers), F_i in [1000, 6000] (budget), zeta_i in [50, 500]
 (iterations per worker per slot), b_i in [100, 5000] Mbit/s (reserved ring
 bandwidth), sigmoid lambda1 in [1, 100], lambda3 in [300, 3000] and real
