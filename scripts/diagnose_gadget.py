@@ -1,7 +1,8 @@
 """Per-job and per-slot comparison of GADGET and a baseline on one Fig. 4 instance (gadget.md §6).
 
 Runs the policies of ``--variants`` (names of ``reproduce_gadget.VARIANTS``) on the same
-``gadget`` workload (``--jobs`` jobs over ``--slots`` slots of 60 s, seed ``--seed``) and
+``gadget`` workload (``--jobs`` jobs over ``--slots`` slots of 60 s, seed ``--seed``,
+arrivals ``--arrivals``: poisson or a trace's pattern) and
 prints, per policy:
 
 * total utility sum_i mu_i(progress at T) and how it splits over jobs;
@@ -29,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import reproduce_gadget  # noqa: E402
 from reproduce_gadget import ROOT, run_policy, workload  # noqa: E402
 
 from raytestbed.config import load_cluster  # noqa: E402
@@ -122,7 +124,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=2)
     ap.add_argument("--variants", default="gadget,las")
     ap.add_argument("--out", default="results/gadget_diag")
+    ap.add_argument("--arrivals", default="poisson", choices=list(reproduce_gadget.ARRIVAL_KINDS),
+                    help="arrival pattern of the workload (as reproduce_gadget.py --arrivals)")
     a = ap.parse_args()
+    reproduce_gadget.ARRIVALS = a.arrivals
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     cluster = load_cluster(ROOT / "cluster_configs" / "gadget_fattree_50.yaml").build()

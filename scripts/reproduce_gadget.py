@@ -3,7 +3,9 @@
 * Fig. 4 — total utility sum_i mu_i(progress at T) vs number of jobs, for GADGET and
   the FIFO / DRF / LAS baselines (ring-forming placement), T = 200 slots of 60 s on
   cluster_configs/gadget_fattree_50.yaml, Poisson arrivals over the horizon (the
-  Google arrivals are not available, GD-12). Three GADGET variants: ``gadget``
+  Google arrivals are not available, GD-12; ``--arrivals philly|aaic`` maps a real
+  trace's submit times onto the same window instead, see
+  raytestbed/traces/arrival_patterns.py). Three GADGET variants: ``gadget``
   (the paper's per-slot objective), ``gadget-tb`` (+1e-6 per worker tie-break:
   work conserving; at most 300 candidate jobs per slot, by pi/kappa, to bound its
   LP time) and ``gadget-env`` (pi from the sigmoid's least concave
@@ -45,6 +47,7 @@ from raytestbed.placement.ring_embedding import Substrate, validate_embeddings  
 from raytestbed.placement.utility import job_utility, total_utility  # noqa: E402
 from raytestbed.schedulers.base import make_policy  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
+from raytestbed.traces.arrival_patterns import ARRIVAL_KINDS, ARRIVAL_TRACES  # noqa: E402
 from raytestbed.traces.registry import load_workload  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,11 +75,21 @@ def run_policy(cluster: Cluster, jobs, variant: str, slots: int, seed: int):
 
 
 BUDGET_MODE = "iterations"  #: gadget.md GD-8; set by --budget-mode
+ARRIVALS = "poisson"  #: gadget.md GD-12; set by --arrivals (poisson or a trace of arrival_patterns)
 
 
 def workload(cluster, n: int, slots: int, seed: int):
-    return load_workload("gadget", dict(jobs=n, slots=slots, slot_s=SLOT_S, budget_mode=BUDGET_MODE), cluster, seed,
-                         ROOT)
+    return load_workload("gadget", dict(jobs=n, slots=slots, slot_s=SLOT_S, budget_mode=BUDGET_MODE,
+                                        arrivals=ARRIVALS), cluster, seed, ROOT)
+
+
+def arrivals_text(arrivals: str) -> str:
+    if arrivals == "poisson":
+        return "Poisson arrivals over the horizon (Google arrivals unavailable, GD-12)"
+    tr = ARRIVAL_TRACES[arrivals]
+    return (f"trace-shaped arrivals (GD-12 substitution for the Google pattern): the submit times "
+            f"(`{tr.column}`) of N consecutive jobs of `{tr.file}`, start row drawn from the seed, mapped "
+            "linearly onto the Poisson window (first at 0, last at T*(N-1)/N), same job parameters as with Poisson")
 
 
 def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
@@ -93,6 +106,12 @@ def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
                 print(f"fig4 jobs={n} seed={seed} {v:<10} U={u:10.1f} finished={done:5d} wall={wall:6.1f}s", flush=True)
     df = pd.DataFrame(rows)
     df.to_csv(out / "fig4_utility.csv", index=False)
+    plot_fig4(df, variants, out)
+    return df
+
+
+def plot_fig4(df: pd.DataFrame, variants, out: Path) -> None:
+    """fig4_utility.png: mean total utility per job count and policy, min-max over seeds."""
     g = df.groupby(["jobs", "policy"])["total_utility"]
     mean, lo, hi = g.mean().unstack(), g.min().unstack(), g.max().unstack()
     fig, ax = plt.subplots(figsize=(6, 4))
@@ -105,7 +124,6 @@ def fig4(cluster, counts, seeds, slots, variants, out: Path) -> pd.DataFrame:
     plt.tight_layout()
     plt.savefig(out / "fig4_utility.png", dpi=120)
     plt.close()
-    return df
 
 
 def scale_nodes(cluster: Cluster, units: float) -> Cluster:
@@ -282,7 +300,7 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
     L = ["# GADGET reproduction (Figs. 4–7)", "",
          f"Command: `PYTHONPATH=. python scripts/reproduce_gadget.py {' '.join(args.argv)}`", "",
          f"Setting: cluster_configs/gadget_fattree_50.yaml (50 servers, 199 GPUs, 5 racks), T = {args.slots} slots "
-         "of 60 s, Poisson arrivals over the horizon (Google arrivals unavailable, GD-12), job parameters of §VI-1, "
+         f"of 60 s, {arrivals_text(getattr(args, 'arrivals', 'poisson'))}, job parameters of §VI-1, "
          f"budget_mode = {args.budget_mode} (GD-8), sigmoid utility; utility scored with the true sigmoid at T.", "",
          "## Fig. 4 — total utility vs number of jobs", "",
          "Paper: GADGET clearly above FIFO, DRF and LAS, the gap growing with the number of jobs (no numbers in "
@@ -373,11 +391,17 @@ def main(argv=None) -> None:
     ap.add_argument("--fig7-online-every", type=int, default=5)
     ap.add_argument("--budget-mode", default="iterations", choices=["iterations", "literal"],
                     help="F_i in worker-iterations (default, GD-8) or literally in worker-slots (never binds)")
+    ap.add_argument("--arrivals", default="poisson", choices=list(ARRIVAL_KINDS),
+                    help="arrival pattern: poisson (default) or a trace's submit times mapped onto the same window")
+    ap.add_argument("--fig4-from", default=None,
+                    help="comma list of fig4_utility.csv files of earlier runs (e.g. one per count and seed): "
+                         "Fig. 4 is not run; their rows are concatenated into --out (CSV, PNG, report)")
     ap.add_argument("--skip", default="", help="comma list of figures to skip: 4,5,6,7")
     args = ap.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
-    global BUDGET_MODE
+    global BUDGET_MODE, ARRIVALS
     BUDGET_MODE = args.budget_mode
+    ARRIVALS = args.arrivals
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     cluster = load_cluster(ROOT / "cluster_configs" / "gadget_fattree_50.yaml").build()
@@ -401,7 +425,17 @@ def main(argv=None) -> None:
             args.f7o = fig7_online(cluster, args.fig7_online_jobs, args.fig7_online_slots, seeds[0],
                                    args.fig7_online_every, 60.0, out, args.fig7_online_variant)
         report(out, f4, f5, f6, f7, args)
-    if "4" not in skip:
+    if args.fig4_from:
+        f4 = pd.concat([pd.read_csv(p) for p in args.fig4_from.split(",")], ignore_index=True)
+        counts4 = f4.groupby(["jobs", "seed", "policy"]).size()
+        if (counts4 > 1).any():
+            (n4, s4, p4), k4 = next((k, v) for k, v in counts4.items() if v > 1)
+            raise SystemExit(f"--fig4-from: jobs={n4} seed={s4} policy={p4} appears {k4} times")
+        f4 = f4.sort_values(["jobs", "seed", "policy"], kind="stable").reset_index(drop=True)
+        f4.to_csv(out / "fig4_utility.csv", index=False)
+        plot_fig4(f4, [v for v in variants if v in set(f4["policy"])], out)
+        report(out, f4, f5, f6, f7, args)
+    elif "4" not in skip:
         f4 = fig4(cluster, counts, seeds, slots, variants, out)
         report(out, f4, f5, f6, f7, args)
     n56 = args.fig56_jobs or (300 if q else 4000)

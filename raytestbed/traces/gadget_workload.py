@@ -2,7 +2,13 @@
 
 Jobs arrive by a Poisson process over the first ``arrival_slots`` slots of length
 ``slot_s`` seconds (the Google-cluster arrival pattern the paper uses is not
-available; gadget.md GD-12). Job parameters are integers drawn uniformly:
+available; gadget.md GD-12). ``arrivals: <trace>`` (``philly`` or ``aaic``, see
+:mod:`raytestbed.traces.arrival_patterns`) instead takes the submit times of
+``jobs`` consecutive jobs of that trace and maps them linearly onto the same
+window: same job count and window, the trace's bursty arrival pattern. The
+Poisson gaps are still drawn (and discarded), so with the same seed every job
+parameter is the same as with Poisson arrivals and only the arrival times differ.
+Job parameters are integers drawn uniformly:
 N_i in [1, 5] (max workers), F_i in [1000, 6000] (budget), zeta_i in [50, 500]
 (iterations per worker per slot), b_i in [100, 5000] Mbit/s (reserved ring
 bandwidth), sigmoid lambda1 in [1, 100], lambda3 in [300, 3000] and real
@@ -26,9 +32,10 @@ N and fixed_workers.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.traces.arrival_patterns import ARRIVAL_KINDS, trace_shaped_arrivals
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
 MBPS = 1e6 / 8  # bytes/s per Mbit/s
@@ -41,6 +48,7 @@ class GadgetParams(BaseModel):
     slots: PositiveInt = 200  #: T
     slot_s: PositiveFloat = 60.0
     arrival_slots: PositiveFloat | None = None  #: arrivals spread over this many slots (default: all T)
+    arrivals: str = "poisson"  #: ``poisson`` or a trace name of arrival_patterns.ARRIVAL_TRACES (GD-12)
     budget_mode: str = "iterations"
     max_workers: tuple[PositiveInt, PositiveInt] = (1, 5)
     budget: tuple[PositiveInt, PositiveInt] = (1000, 6000)
@@ -51,6 +59,13 @@ class GadgetParams(BaseModel):
     fixed_workers: tuple[PositiveInt, PositiveInt] = (1, 10)
     mem_gb: tuple[PositiveInt, PositiveInt] = (1, 8)
     lambda2: tuple[float, float] = Field((0.0, 1.0))
+
+    @field_validator("arrivals")
+    @classmethod
+    def _check_arrivals(cls, v: str) -> str:
+        if v not in ARRIVAL_KINDS:
+            raise ValueError(f"unknown arrival pattern {v!r} (known: {', '.join(ARRIVAL_KINDS)})")
+        return v
 
     @model_validator(mode="after")
     def _check(self) -> "GadgetParams":
@@ -77,10 +92,13 @@ def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     rng = np.random.default_rng(ctx.seed)
     span = (p.arrival_slots if p.arrival_slots is not None else p.slots) * p.slot_s
     mean_gap = span / p.jobs
-    t = 0.0
+    shaped = None if p.arrivals == "poisson" else trace_shaped_arrivals(p.arrivals, p.jobs, span, ctx.seed,
+                                                                         [ctx.base_dir])
+    t_poisson = 0.0
     jobs = []
     for jid in range(p.jobs):
-        t += float(rng.exponential(mean_gap)) if jid else 0.0
+        t_poisson += float(rng.exponential(mean_gap)) if jid else 0.0  # drawn in both modes: same job parameters
+        t = t_poisson if shaped is None else float(shaped[jid])
         n = _ri(rng, p.max_workers)
         f = _ri(rng, p.budget)
         zeta = _ri(rng, p.zeta)
