@@ -330,6 +330,8 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
     L += ["", "![fig4](fig4_utility.png)", ""]
     for name, df, paper in (("Fig. 5 — embedded ratio vs node capacity", f5, "rises with node (GPU) capacity"),
                             ("Fig. 6 — embedded ratio vs edge capacity", f6, "rises with edge (bandwidth) capacity")):
+        if not len(df):  # skipped (--skip) or not run yet: no empty section
+            continue
         L += [f"## {name}", "", f"Paper: the ratio {paper} (averaged over 3 trials; values only in the plot).", "",
               "Mean over seeds (min–max).", "",
               "| units | GPUs | embedded / active (ours) | embedded / active with pi > tol (ours) | total utility |",
@@ -342,17 +344,18 @@ def report(out: Path, f4: pd.DataFrame, f5: pd.DataFrame, f6: pd.DataFrame, f7: 
             L.append(f"| {k} | {int(g['gpus'].iloc[0])} | {cell(g, 'embedded_ratio', '.3f')} | "
                      f"{cell(g, 'embedded_of_candidates', '.3f')} | {cell(g, 'total_utility', '.0f')} |")
         L += ["", f"![{name}]({'fig5_node' if 'node' in name else 'fig6_edge'}.png)", ""]
-    L += ["## Fig. 7 — per-slot G-VNE utility / exact optimum", "",
-          "Paper: 60%–80% of the Gurobi optimum.", "",
-          "| active jobs | " + " | ".join(sorted(f7["solver"].unique())) + " |",
-          "|---" * (1 + f7["solver"].nunique()) + "|"]
-    m7 = f7.groupby(["jobs", "solver"])["ratio"].agg(["mean", "min"]).unstack() if len(f7) else None
-    for n in (sorted(f7["jobs"].unique()) if len(f7) else []):
-        L.append(f"| {n} | " + " | ".join(f"{m7.loc[n, ('mean', s)]:.3f} (min {m7.loc[n, ('min', s)]:.3f})"
-                                          for s in sorted(f7["solver"].unique())) + " |")
-    allm = f7.groupby("solver")["ratio"].mean() if len(f7) else pd.Series(dtype=float)
-    L += ["", "Over all instances: " + ", ".join(f"{s} {v:.3f}" for s, v in allm.items()) + ".", "",
-          "![fig7](fig7_ratio.png)", ""]
+    if len(f7):
+        L += ["## Fig. 7 — per-slot G-VNE utility / exact optimum", "",
+              "Paper: 60%–80% of the Gurobi optimum.", "",
+              "| active jobs | " + " | ".join(sorted(f7["solver"].unique())) + " |",
+              "|---" * (1 + f7["solver"].nunique()) + "|"]
+        m7 = f7.groupby(["jobs", "solver"])["ratio"].agg(["mean", "min"]).unstack()
+        for n in sorted(f7["jobs"].unique()):
+            L.append(f"| {n} | " + " | ".join(f"{m7.loc[n, ('mean', s)]:.3f} (min {m7.loc[n, ('min', s)]:.3f})"
+                                              for s in sorted(f7["solver"].unique())) + " |")
+        allm = f7.groupby("solver")["ratio"].mean()
+        L += ["", "Over all instances: " + ", ".join(f"{s} {v:.3f}" for s, v in allm.items()) + ".", "",
+              "![fig7](fig7_ratio.png)", ""]
     f7o = getattr(args, "f7o", None)
     if f7o is not None and len(f7o):
         L += ["### Fig. 7 on the slots of an online run (the paper's setting)", "",
