@@ -17,11 +17,14 @@ Traces (``ARRIVAL_TRACES``; files inside the data folder, see :mod:`raytestbed.t
 * ``aaic`` — ``aaic-gpu-workload/aaicwl-201807-201812.csv.gz``, column ``time_submit`` (UNIX s),
   124,425 jobs of AIST's AAIC GPU cluster, 2018-07 to 2018-12; sorted here.
 
-A bad cell raises :class:`~raytestbed.errors.TraceError` ``<file> line <N>: column 'c': reason``.
+The rows are read by the trace's own loader (:func:`raytestbed.traces.philly.read_philly`,
+:func:`raytestbed.traces.aaic.read_aaic`), so a bad row raises the same
+:class:`~raytestbed.errors.TraceError` ``<file> line <N>: column 'c': reason`` as there.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -29,33 +32,31 @@ from pathlib import Path
 import numpy as np
 
 from raytestbed.errors import TraceError
-from raytestbed.traces.asrpt_workload import parse_number
-from raytestbed.traces.csvrows import csv_rows
+from raytestbed.traces.aaic import read_aaic
+from raytestbed.traces.asrpt_workload import TraceRow
 from raytestbed.traces.datadir import data_file
+from raytestbed.traces.philly import read_philly
 
 
 @dataclass(frozen=True)
 class ArrivalTrace:
     file: str  #: relative to the data folder
-    column: str  #: the submit-time column (seconds)
-    header: tuple[str, ...] | None = None  #: the exact header, if the file has a fixed one
-    skipinitialspace: bool = False
+    column: str  #: the submit-time column (seconds), for reports
+    read: Callable[[Path], list[TraceRow]]  #: the trace's loader (its rows' ``arrival_s``)
 
 
 ARRIVAL_TRACES: dict[str, ArrivalTrace] = {
-    "philly": ArrivalTrace("philly-jobs-rfold/philly_trace.csv", "arrival time (sec)",
-                           header=("#job id", "arrival time (sec)", "topology", "shape", "size", "duration (sec)")),
-    "aaic": ArrivalTrace("aaic-gpu-workload/aaicwl-201807-201812.csv.gz", "time_submit", skipinitialspace=True),
+    "philly": ArrivalTrace("philly-jobs-rfold/philly_trace.csv", "arrival time (sec)", read_philly),
+    "aaic": ArrivalTrace("aaic-gpu-workload/aaicwl-201807-201812.csv.gz", "time_submit",
+                         lambda path: read_aaic(path, "")),
 }
 ARRIVAL_KINDS = ("poisson", *ARRIVAL_TRACES)
 _START_STREAM = 0x6ADE7  #: keeps the start-row draw apart from the job-parameter stream
 
 
 def read_submit_times(path: Path | str, trace: ArrivalTrace) -> np.ndarray:
-    """The submit-time column of ``path`` in seconds, sorted ascending (TraceError on a bad cell)."""
-    rows = csv_rows(path, trace.header if trace.header else (trace.column,), exact_header=trace.header is not None,
-                    skipinitialspace=trace.skipinitialspace)
-    times = [float(parse_number(rec[trace.column], where, trace.column)) for where, rec in rows]
+    """The submit times of ``path`` in seconds, sorted ascending (TraceError on a bad row)."""
+    times = [r.arrival_s for r in trace.read(Path(path))]
     if not times:
         raise TraceError(f"{path}: no data rows")
     return np.sort(np.asarray(times, dtype=float), kind="stable")
