@@ -155,3 +155,38 @@ def test_utilisation_series_counts_busy_gpus():
     iv = pd.DataFrame({"job_id": [0, 1], "start_s": [0.0, 5.0], "end_s": [10.0, 10.0], "gpus": [2, 2]})
     ts, u = utilisation_series(iv, total_gpus=4, points=11)
     assert u[0] == 0.5 and u[6] == 1.0 and u[-1] == 0.0
+
+
+def test_compare_runs_placement_and_network_policy_pairs(tmp_path):
+    """Parrot issue item 4: a placement policy (A-SRPT, SJF-BCO, FIFO) composed with a coflow network policy;
+    the records say which pair ran and both policies decided."""
+    cluster = _write(tmp_path, "c.yaml", "name: c4\nnic_gbps: 1\nintra_gbytes_per_s: 300\n"
+                                         "servers: [{count: 4, gpus: 4}]\n")
+    trial = _write(tmp_path, "t.yaml", f"""
+cluster: {cluster}
+workload: {{kind: synthetic, jobs: 6, mean_interarrival_s: 2, iterations: [20, 40], models: [vgg16, resnet50],
+           gpu_mix: {{6: 0.5, 8: 0.5}}, comm_mix: {{rar: 1.0}}}}
+timing: {{mode: flow, iterations_per_coflow: 5}}
+""")
+    out = tmp_path / "cmp"
+    pairs = ["asrpt+parrot", "sjf-bco+aalo", "fifo+lccf"]
+    assert main(["compare", str(trial), "--policies", ",".join(pairs), "--out", str(out), "--quiet"]) == 0
+    df = pd.read_csv(out / "comparison.csv")
+    assert df["policy"].tolist() == pairs and (df["finished"] == 6).all()
+    for pair in pairs:
+        placement, network = pair.split("+")
+        summary = json.loads((out / pair / "summary.json").read_text())
+        assert (summary["policy"], summary["network_policy"]) == (placement, network)
+        deciders = {json.loads(line)["policy"] for line in (out / pair / "decisions.jsonl").open()}
+        assert deciders == {placement, network}
+
+
+def test_sjfbco_on_pipeline_jobs_is_a_clear_error(tmp_path, capsys):
+    trial = _write(tmp_path, "t.yaml", """
+cluster: laptop.yaml
+workload: {kind: synthetic, jobs: 4, iterations: [20, 40], comm_mix: {pipeline: 1.0}}
+timing: {mode: flow, iterations_per_coflow: 5}
+""")
+    assert main(["compare", str(trial), "--policies", "sjf-bco", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "sjf-bco" in err and "single-stage" in err and "Traceback" not in err

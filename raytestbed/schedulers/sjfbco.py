@@ -94,6 +94,10 @@ class PlanDispatchPolicy(Policy):
     # -- events ----------------------------------------------------------------
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
         if isinstance(event, JobArrived):
+            if event.job.num_stages != 1:
+                raise PolicyError(f"{self.name}: job {event.job.job_id} has {event.job.num_stages} pipeline stages; "
+                                  f"SJF-BCO and its baselines plan single-stage (ring-all-reduce) jobs only: run "
+                                  f"them on a workload of RAR jobs (e.g. kind: sjfbco)")
             self._waiting[event.job.job_id] = event.job
             self._dirty = True
         elif isinstance(event, JobFailed):
