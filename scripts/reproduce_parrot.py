@@ -62,6 +62,7 @@ from raytestbed.traces.registry import load_workload  # noqa: E402
 
 SCHEMES = ["parrot", "parrot-wo-wc", "aalo", "aalo-wo-wc", "lccf", "lccf-wo-wc"]
 MAIN = ["parrot", "aalo", "lccf"]
+EXPERIMENTS = ["fig5", "fig7", "fig8", "fig9", "fig10", "fb"]
 
 PAPER = {
     "fig5": "Parrot closest to LB (at most 2.75x LB); up to 58.4% below Aalo and 91.3% below LCCF "
@@ -170,12 +171,15 @@ def line_plot(df: pd.DataFrame, x: str, path: Path, title: str, xlabel: str) -> 
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 4))
+    colour = {s: f"C{i}" for i, s in enumerate(sorted(df.scheme.unique()))}
+    marker = {g: m for g, m in zip(sorted(df.gbps.unique()), "os^v")}
     for (gbps, scheme), g in df.groupby(["gbps", "scheme"]):
         g = g.sort_values(x)
+        label = f"{scheme} {gbps:g}G"
         if g[x].isna().all():  # a scheme without the parameter: a flat reference line
-            ax.axhline(g.total_jct_s.iloc[0], ls="--", lw=1, label=f"{scheme} {gbps:g}G", color=f"C{len(ax.lines)}")
+            ax.axhline(g.total_jct_s.iloc[0], ls="--", lw=1, label=label, color=colour[scheme])
         else:
-            ax.plot(g[x], g.total_jct_s, marker="o", label=f"{scheme} {gbps:g}G")
+            ax.plot(g[x], g.total_jct_s, marker=marker[gbps], label=label, color=colour[scheme])
     ax.set_xlabel(xlabel)
     ax.set_ylabel("total JCT (s)")
     ax.set_yscale("log")
@@ -218,7 +222,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "parrot")
     ap.add_argument("--quick", action="store_true", help="small scale, main schemes only (a few minutes)")
-    ap.add_argument("--iteration-scale", type=float, default=None)
+    ap.add_argument("--iteration-scale", type=float, default=None,
+                    help="fraction of the trace's iterations simulated (default 0.01; --quick 0.002)")
+    ap.add_argument("--arrival-scale", type=float, default=None,
+                    help="factor on the trace's arrival times for fig5, fig7, fig8, fig10 (default: the iteration "
+                         "scale, i.e. the full trace's job overlap; larger = lighter load)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", default="fig5,fig9,fig10,fb",
                     help="comma list of experiments: fig5 (with the Fig. 6 CDF), fig7, fig8, fig9, fig10, fb")
@@ -270,13 +278,19 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     etas = float_list(ap, "--etas", a.etas, 0.0, 1e5)
     thetas = float_list(ap, "--theta-maxes", a.theta_maxes, 1e-6, 1 - 1e-6)
+    scale = a.iteration_scale if a.iteration_scale is not None else (0.002 if a.quick else 0.01)
+    arrival_scale = scale if a.arrival_scale is None else a.arrival_scale
+    if not (scale > 0 and arrival_scale > 0):
+        ap.error(f"--iteration-scale and --arrival-scale must be > 0, got {scale} and {arrival_scale}")
+    only = set(a.only.split(","))
+    if only - set(EXPERIMENTS):
+        ap.error(f"--only: unknown experiment(s) {sorted(only - set(EXPERIMENTS))} (known: {', '.join(EXPERIMENTS)};"
+                 f" fig6 is drawn with fig5)")
     if data_dir() is None:
         print("no data directory (set RAYTESTBED_DATA_DIR)", file=sys.stderr)
         return 2
-    scale = a.iteration_scale or (0.002 if a.quick else 0.01)
-    only = set(a.only.split(","))
     a.out.mkdir(parents=True, exist_ok=True)
-    base = {"iteration_scale": scale, "arrival_scale": scale}
+    base = {"iteration_scale": scale, "arrival_scale": arrival_scale}
     rows, job_rows = [], []
 
     parrot_params = {"fill_order": a.fill_order, "zero_coflows": a.zero_coflows, "theta_mode": a.theta_mode}
@@ -339,7 +353,7 @@ def main(argv=None) -> int:
 
     df = pd.DataFrame(rows)
     df.to_csv(a.out / "parrot_results.csv", index=False)
-    md = [f"# Parrot reproduction (iteration_scale = {scale}, arrival_scale = {scale} for the trace "
+    md = [f"# Parrot reproduction (iteration_scale = {scale}, arrival_scale = {arrival_scale} for the trace "
           f"workloads; seed {a.seed}; {variant})", "",
           "Command: `PYTHONPATH=. python scripts/reproduce_parrot.py " + " ".join(argv if argv is not None
                                                                              else sys.argv[1:]) + "`", ""]

@@ -24,7 +24,9 @@ def rp():
 
 
 @pytest.mark.parametrize("argv, flag", [(["--etas", "-1"], "--etas"), (["--etas", "1,x"], "--etas"),
-                                        (["--theta-maxes", "0.5,1.0"], "--theta-maxes")])
+                                        (["--theta-maxes", "0.5,1.0"], "--theta-maxes"),
+                                        (["--arrival-scale", "0"], "--arrival-scale"),
+                                        (["--only", "fig5,fig6"], "--only")])
 def test_bad_sweep_values_are_named(rp, capsys, argv, flag):
     with pytest.raises(SystemExit) as e:
         rp.main(argv)
