@@ -7,7 +7,7 @@ once. Policies only ever see a :class:`ClusterView`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
@@ -80,6 +80,9 @@ class ClusterState:
     finished: dict[int, float] = field(default_factory=dict)  #: job id -> finish time
     lost_servers: set[int] = field(default_factory=set)
     coflows: dict[tuple, CoflowInfo] = field(default_factory=dict)
+    #: called before a view hands out ``coflows``: lets a backend bring the remaining bytes up to
+    #: date only when a policy reads them (the flow simulator does; None: ``coflows`` is always current)
+    coflow_sync: Callable[[], None] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         c = self.cluster
@@ -189,6 +192,9 @@ class ClusterView:
     @property
     def coflows(self) -> Mapping[tuple, CoflowInfo]:
         """Active coflows (flow-level timing only), by coflow id."""
+        sync = self._s.coflow_sync
+        if sync is not None:
+            sync()
         return MappingProxyType(self._s.coflows)
 
 

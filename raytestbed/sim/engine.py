@@ -29,6 +29,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from itertools import chain
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,7 +102,8 @@ class _Run:
     traffic: IterationTraffic | None = None
     cycle: int = 0
     coflow_idx: int = -1  # -1 = computing
-    flows: dict = field(default_factory=dict)  # flow id -> [remaining, total]
+    #: flow id -> [bytes left, total bytes, done at or below (bytes), rate (bytes/s, = Simulator._rates or 0)]
+    flows: dict = field(default_factory=dict)
     cycle_start_s: float = 0.0
 
 
@@ -177,11 +179,23 @@ class Simulator:
         self._rates: dict[tuple, float] = {}
         self._rate_override: dict[tuple, float] = {}
         self._job_weight: dict[int, float] = {}
-        self._caps: dict | None = None
+        self._caps: dict | None = None  # link -> capacity, bytes/s
         self._egress = {s.server_id: s.nic_egress_bps for s in cluster.servers}
         self._ingress = {s.server_id: s.nic_ingress_bps for s in cluster.servers}
         self._net_version = 0
         self._net_last = 0.0
+        self._flow_links: dict[tuple, tuple] = {}  # flow id -> links it crosses (cluster.path)
+        self._link_col = {link: k for k, link in enumerate(cluster.link_capacities())}  # link -> column
+        self._flow_cols: dict[tuple, tuple[int, ...]] = {}  # flow id -> columns of its links
+        self._flow_cell: dict[tuple, list] = {}  # flow id -> its _Run.flows entry
+        # Derived flow-mode state (see _reallocate).
+        self._rates_stale = True  # flows, weights or policy rates changed since self._rates was computed
+        self._override_checked = False  # the policy rates passed the capacity check; none set since
+        self._snap_clean = False  # no byte moved and no flow ended since the last snapshot
+        #: coflow id -> (flow ids, bytes left) of its flows at the last reallocation, not yet in state.coflows
+        self._coflow_snap: dict[tuple, tuple[list, list]] = {}
+        if mode == "flow":
+            self.state.coflow_sync = self._sync_coflows
         for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
             self._push(j.arrival_s, _P_ARRIVAL, ("arrival", j.job_id))
         for f in faults:
@@ -251,6 +265,8 @@ class Simulator:
         if self.mode == "analytic":
             for jid in list(self.state.running):
                 self._sync_analytic(jid)
+        else:
+            self._sync_coflows()
         return SimResult(
             records=[self.records[j] for j in sorted(self.records)],
             decision_times_s=np.asarray(self._decision_times, dtype=float),
@@ -267,13 +283,20 @@ class Simulator:
         if self._alloc is not None and self._rates:
             dt = t - self._net_last
             if dt > 0:
-                for jid in {self._flow_owner[f] for f in self._rates}:
-                    run = self._runs[jid]
-                    for fid, fl in run.flows.items():
-                        r = self._rates.get(fid, 0.0)
-                        sent = min(fl[0], r * dt)
-                        fl[0] -= sent
-                        self.state.running[jid].bytes_sent += sent
+                self._snap_clean = False
+                running = self.state.running
+                for jid, run in self._runs.items():
+                    if not run.flows:
+                        continue
+                    rj = running[jid]
+                    sent_total = rj.bytes_sent  # added up flow by flow, in flow order
+                    for fl in run.flows.values():
+                        r = fl[3]
+                        if r > 0:  # a flow at rate 0 sends nothing
+                            sent = min(fl[0], r * dt)
+                            fl[0] -= sent
+                            sent_total += sent
+                    rj.bytes_sent = sent_total
         self._net_last = max(self._net_last, t)
         self.state.now = max(self.state.now, t)
 
@@ -316,6 +339,7 @@ class Simulator:
         elif isinstance(d, WakeUp):
             self._push(self.book.wake_time(d, self.state.now), _P_TICK, ("wake",))
         elif isinstance(d, SetFlowWeights):
+            self._invalidate_rates()
             for jid, w in d.weights.items():
                 self._job_weight[jid] = float(w)
                 run = self._runs.get(jid)
@@ -324,6 +348,8 @@ class Simulator:
                         if fid in self._alloc:
                             self._alloc.set_weight(fid, float(w))
         elif isinstance(d, SetFlowRates):
+            self._invalidate_rates()
+            self._override_checked = False
             for fid, r in d.rates.items():
                 self._rate_override[fid] = float(r)
 
@@ -447,14 +473,17 @@ class Simulator:
         for n, (src, dst, b) in enumerate(flows):
             fid = (jid, run.cycle, idx, n)
             vol = b * q
-            run.flows[fid] = [vol, vol]
+            run.flows[fid] = self._flow_cell[fid] = [vol, vol, max(_EPS_BYTES, 1e-12 * vol), 0.0]
             total += vol
             self._flow_owner[fid] = jid
             links = self.cluster.path(src, dst)
+            self._flow_links[fid] = links
+            self._flow_cols[fid] = tuple(self._link_col[link] for link in links)
             cap = self.cluster.intra_bps if not links else math.inf
             self._alloc.add_flow(fid, links, weight=w, cap=cap)
             infos.append(FlowInfo(fid, src, dst, vol, vol))
         self.state.coflows[cf_id] = CoflowInfo(cf_id, jid, self.state.now, tuple(infos))
+        self._invalidate_rates()
         self._emit(CoflowStarted(self.state.now, jid, cf_id, total))
 
     def _end_cycle(self, jid: int) -> None:
@@ -483,32 +512,47 @@ class Simulator:
             if fid in self._alloc:
                 self._alloc.remove_flow(fid)
             self._flow_owner.pop(fid, None)
+            self._flow_links.pop(fid, None)
+            self._flow_cols.pop(fid, None)
+            self._flow_cell.pop(fid, None)
             self._rates.pop(fid, None)
             self._rate_override.pop(fid, None)
         run.flows.clear()
+        self._invalidate_rates()
         for cf in [c for c in self.state.coflows if c[0] == jid]:
             del self.state.coflows[cf]
+            self._coflow_snap.pop(cf, None)
 
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left."""
         done_coflows = []
+        removed = False
+        cell_of = self._flow_cell
         for fid in list(self._rates):
-            jid = self._flow_owner[fid]
-            run = self._runs[jid]
-            fl = run.flows[fid]
-            if fl[0] <= max(_EPS_BYTES, 1e-12 * fl[1]):
+            fl = cell_of[fid]
+            if fl[0] <= fl[2]:  # max(_EPS_BYTES, 1e-12 * total)
+                jid = self._flow_owner[fid]
+                run = self._runs[jid]
                 self.state.running[jid].bytes_sent += fl[0]
                 fl[0] = 0.0
                 self._alloc.remove_flow(fid)
                 del run.flows[fid]
                 del self._flow_owner[fid]
+                del self._flow_links[fid]
+                del self._flow_cols[fid]
+                del cell_of[fid]
                 del self._rates[fid]
                 self._rate_override.pop(fid, None)
+                removed = True
                 if not run.flows:
                     done_coflows.append(jid)
+        if removed:
+            self._invalidate_rates()
+            self._snap_clean = False
         for jid in done_coflows:
             run = self._runs[jid]
             cf_id = (jid, run.cycle, run.coflow_idx)
+            self._sync_coflow(cf_id)
             info = self.state.coflows.pop(cf_id)
             rj = self.state.running[jid]
             rj.coflows_done += 1
@@ -517,49 +561,103 @@ class Simulator:
         self._reallocate()
 
     def _reallocate(self) -> None:
-        """Recompute flow rates and schedule the next flow completion."""
+        """Recompute flow rates (if their inputs changed) and schedule the next flow completion.
+
+        Rates depend only on the flows, their weights and the network policy's rates, so they are
+        recomputed only after one of these changed (``_rates_stale``); otherwise the last ones are
+        exactly what a recomputation would give. The remaining bytes of the active coflows are
+        snapshotted here (plain floats) and turned into ``CoflowInfo`` only when a policy reads
+        ``view.coflows`` (:meth:`_sync_coflows`): policies see the bytes of the last reallocation.
+        Cost per call: O(active flows) of dict and float operations, no object per flow.
+        """
         alloc = self._alloc
         if alloc is None:
             return
         self._net_version += 1
         if len(alloc) == 0:
             self._rates = {}
+            self._invalidate_rates()
             return
-        if self._rate_override:
-            rates = self._rates_with_override()
-        else:
-            rates = alloc.rates()
-        self._rates = dict(rates)
-        # refresh remaining bytes seen by network policies
-        for cf_id, info in list(self.state.coflows.items()):
-            run = self._runs[info.job_id]
-            self.state.coflows[cf_id] = CoflowInfo(
-                cf_id, info.job_id, info.started_s,
-                tuple(FlowInfo(f.flow_id, f.src, f.dst, f.total_bytes, run.flows[f.flow_id][0])
-                      for f in info.flows if f.flow_id in run.flows),
-            )
-        t_next = math.inf
-        for fid, r in self._rates.items():
-            if r > 0:
-                rem = self._runs[self._flow_owner[fid]].flows[fid][0]
-                t_next = min(t_next, rem / r)
+        runs = self._runs
+        if self._rates_stale:
+            if self._rate_override:
+                rates = self._rates_with_override()
+            else:
+                rates = alloc.rates()
+            self._rates = rates = dict(rates)
+            self._rates_stale = False
+            for run in runs.values():
+                for fid, fl in run.flows.items():
+                    fl[3] = rates.get(fid, 0.0)
+        if not self._snap_clean:
+            for cf_id, info in self.state.coflows.items():
+                flows = runs[info.job_id].flows
+                self._coflow_snap[cf_id] = (list(flows), [fl[0] for fl in flows.values()])
+            self._snap_clean = True
+        t_next = math.inf  # seconds until the first flow at a positive rate is done
+        for run in runs.values():
+            for fl in run.flows.values():
+                r = fl[3]
+                if r > 0:
+                    x = fl[0] / r
+                    if x < t_next:
+                        t_next = x
         if math.isfinite(t_next):
             self._push(self.state.now + max(t_next, _EPS_TIME), _P_DONE, ("net", self._net_version))
 
+    def _invalidate_rates(self) -> None:
+        """The flows, weights or policy rates changed: recompute the rates at the next reallocation."""
+        self._rates_stale = True
+
+    def _sync_coflows(self) -> None:
+        """Write the snapshotted remaining bytes into ``state.coflows`` (the view calls this)."""
+        while self._coflow_snap:
+            self._sync_coflow(next(iter(self._coflow_snap)))
+
+    def _sync_coflow(self, cf_id: tuple) -> None:
+        """Replace coflow ``cf_id``'s info by its flows still active at the last reallocation, with
+        their remaining bytes then (a no-op without a pending snapshot)."""
+        snap = self._coflow_snap.pop(cf_id, None)
+        if snap is None:
+            return
+        left = dict(zip(*snap))
+        info = self.state.coflows[cf_id]
+        self.state.coflows[cf_id] = CoflowInfo(
+            cf_id, info.job_id, info.started_s,
+            tuple(f if f.remaining_bytes == left[f.flow_id]  # a flow at rate 0 keeps its record
+                  else FlowInfo(f.flow_id, f.src, f.dst, f.total_bytes, left[f.flow_id])
+                  for f in info.flows if f.flow_id in left),
+        )
+
     def _rates_with_override(self) -> dict:
-        """Policy-set rates for some flows; max-min on the residual capacity for the rest."""
+        """Policy-set rates for some flows; max-min on the residual capacity for the rest (bytes/s).
+
+        The load of the policy rates on every link is summed flow by flow in the policy's order
+        (``np.bincount`` adds sequentially). When every flow has a policy rate and the policy set
+        none since the last capacity check passed, the check is skipped: flows were only removed
+        since, and a sub-sequence of non-negative rates sums (in order, rounded) to no more than
+        the whole, so it would pass.
+        """
+        override = self._rate_override
+        if self._override_checked and len(override) == len(self._flow_owner):
+            return dict(override)  # every flow has a policy rate (they are a subset)
         caps = self._caps
         if caps is None:
             caps = self._caps = self.cluster.link_capacities()
-        path = self.cluster.path
-        residual: dict = {}
-        for fid, r in self._rate_override.items():
-            if r:
-                for link in path(*self._flow_endpoints(fid)):
-                    residual[link] = residual.get(link, 0.0) + r
-        for link, used in residual.items():
-            if used - caps[link] > 1e-9 * caps[link]:
-                raise PolicyError(f"network policy rates exceed capacity of link {link}")
+        cap = np.fromiter(caps.values(), dtype=float, count=len(caps))
+        cols = [self._flow_cols[fid] for fid in override]
+        counts = np.fromiter(map(len, cols), dtype=np.intp, count=len(cols))
+        inc_col = np.fromiter(chain.from_iterable(cols), dtype=np.intp, count=int(counts.sum()))
+        inc_rate = np.repeat(np.fromiter(override.values(), dtype=float, count=len(cols)), counts)
+        used = np.bincount(inc_col, weights=inc_rate, minlength=cap.size)  # bytes/s per link
+        over = used - cap > 1e-9 * cap
+        if over.any():  # name the first link, in the policy's flow order, that a positive rate overloads
+            first = int(np.argmax(over[inc_col] & (inc_rate != 0)))
+            link = list(caps)[int(inc_col[first])]
+            raise PolicyError(f"network policy rates exceed capacity of link {link}")
+        self._override_checked = True
+        flow_links = self._flow_links
+        link_col = self._link_col
         out = dict(self._rate_override)
         rest = [(fid, jid) for fid, jid in self._flow_owner.items() if fid not in self._rate_override]
         if not rest:
@@ -567,17 +665,12 @@ class Simulator:
         tmp = RateAllocator()
         added: set = set()
         for fid, jid in rest:
-            links = path(*self._flow_endpoints(fid))
+            links = flow_links[fid]
             for link in links:
                 if link not in added:
                     added.add(link)
-                    tmp.add_link(link, max(caps[link] - residual.get(link, 0.0), 1e-9 * caps[link]))
+                    tmp.add_link(link, max(caps[link] - float(used[link_col[link]]), 1e-9 * caps[link]))
             tmp.add_flow(fid, links, weight=self._job_weight.get(jid, 1.0),
                          cap=self.cluster.intra_bps if not links else math.inf)
         out.update(tmp.rates())
         return out
-
-    def _flow_endpoints(self, fid: tuple) -> tuple[int, int]:
-        jid, _, idx, n = fid
-        src, dst, _ = self._runs[jid].traffic.coflows[idx][n]
-        return src, dst
