@@ -97,8 +97,8 @@ def run_one(exp: str, scheme: str, gbps: float, kind: str, wl: dict, seed: int, 
     per_job = [{"job_id": r.job.job_id, "jct_s": j, "lower_bound_s": b} for r, j, b in zip(res.records, jct, lb)]
     return {"per_job": per_job, "experiment": exp, "scheme": scheme, "pair": f"fifo+{scheme}", "gbps": gbps,
             "kind": kind,
-            **{k: v for k, v in wl.items() if k in ("iteration_scale", "arrival_scale", "mean_gap_s", "ps_max",
-                                                    "jobs", "limit")},
+            **{k: v for k, v in wl.items() if k in ("iteration_scale", "arrival_scale", "max_coflow_mb", "mean_gap_s",
+                                                    "ps_max", "jobs", "limit")},
             "eta_ms": 1e3 * (net.observe_interval_s or 0.0), "theta_max": getattr(net, "theta_max", math.nan),
             "jobs_n": len(jobs), "unfinished": sum(math.isnan(x) for x in jct),
             "total_jct_s": float(sum(jct)), "total_lower_bound_s": float(sum(lb)),
@@ -224,6 +224,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--quick", action="store_true", help="small scale, main schemes only (a few minutes)")
     ap.add_argument("--iteration-scale", type=float, default=None,
                     help="fraction of the trace's iterations simulated (default 0.01; --quick 0.002)")
+    ap.add_argument("--max-coflow-mb", type=float, default=1000.0,
+                    help="trace workloads: flow-size cap L of the job with the longest iteration, MB (paper: 1000)")
     ap.add_argument("--arrival-scale", type=float, default=None,
                     help="factor on the trace's arrival times for fig5, fig7, fig8, fig10 (default: the iteration "
                          "scale, i.e. the full trace's job overlap; larger = lighter load)")
@@ -280,8 +282,9 @@ def main(argv=None) -> int:
     thetas = float_list(ap, "--theta-maxes", a.theta_maxes, 1e-6, 1 - 1e-6)
     scale = a.iteration_scale if a.iteration_scale is not None else (0.002 if a.quick else 0.01)
     arrival_scale = scale if a.arrival_scale is None else a.arrival_scale
-    if not (scale > 0 and arrival_scale > 0):
-        ap.error(f"--iteration-scale and --arrival-scale must be > 0, got {scale} and {arrival_scale}")
+    if not (scale > 0 and arrival_scale > 0 and a.max_coflow_mb > 0):
+        ap.error(f"--iteration-scale, --arrival-scale and --max-coflow-mb must be > 0, got {scale}, "
+                 f"{arrival_scale} and {a.max_coflow_mb}")
     only = set(a.only.split(","))
     if only - set(EXPERIMENTS):
         ap.error(f"--only: unknown experiment(s) {sorted(only - set(EXPERIMENTS))} (known: {', '.join(EXPERIMENTS)};"
@@ -290,7 +293,7 @@ def main(argv=None) -> int:
         print("no data directory (set RAYTESTBED_DATA_DIR)", file=sys.stderr)
         return 2
     a.out.mkdir(parents=True, exist_ok=True)
-    base = {"iteration_scale": scale, "arrival_scale": arrival_scale}
+    base = {"iteration_scale": scale, "arrival_scale": arrival_scale, "max_coflow_mb": a.max_coflow_mb}
     rows, job_rows = [], []
 
     parrot_params = {"fill_order": a.fill_order, "zero_coflows": a.zero_coflows, "theta_mode": a.theta_mode}
@@ -353,7 +356,8 @@ def main(argv=None) -> int:
 
     df = pd.DataFrame(rows)
     df.to_csv(a.out / "parrot_results.csv", index=False)
-    md = [f"# Parrot reproduction (iteration_scale = {scale}, arrival_scale = {arrival_scale} for the trace "
+    md = [f"# Parrot reproduction (iteration_scale = {scale}, arrival_scale = {arrival_scale}, max_coflow_mb = "
+          f"{a.max_coflow_mb:g} for the trace "
           f"workloads; seed {a.seed}; {variant})", "",
           "Command: `PYTHONPATH=. python scripts/reproduce_parrot.py " + " ".join(argv if argv is not None
                                                                              else sys.argv[1:]) + "`", ""]
