@@ -509,19 +509,20 @@ class Simulator:
         if run is None:
             return
         for fid in run.flows:
-            if fid in self._alloc:
-                self._alloc.remove_flow(fid)
-            self._flow_owner.pop(fid, None)
-            self._flow_links.pop(fid, None)
-            self._flow_cols.pop(fid, None)
-            self._flow_cell.pop(fid, None)
-            self._rates.pop(fid, None)
-            self._rate_override.pop(fid, None)
+            self._forget_flow(fid)
         run.flows.clear()
         self._invalidate_rates()
         for cf in [c for c in self.state.coflows if c[0] == jid]:
             del self.state.coflows[cf]
             self._coflow_snap.pop(cf, None)
+
+    def _forget_flow(self, fid: tuple) -> None:
+        """Remove flow ``fid`` from the allocator and every per-flow table (not from its run's ``flows``)."""
+        if fid in self._alloc:
+            self._alloc.remove_flow(fid)
+        for table in (self._flow_owner, self._flow_links, self._flow_cols, self._flow_cell, self._rates,
+                      self._rate_override):
+            table.pop(fid, None)
 
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left."""
@@ -535,14 +536,8 @@ class Simulator:
                 run = self._runs[jid]
                 self.state.running[jid].bytes_sent += fl[0]
                 fl[0] = 0.0
-                self._alloc.remove_flow(fid)
                 del run.flows[fid]
-                del self._flow_owner[fid]
-                del self._flow_links[fid]
-                del self._flow_cols[fid]
-                del cell_of[fid]
-                del self._rates[fid]
-                self._rate_override.pop(fid, None)
+                self._forget_flow(fid)
                 removed = True
                 if not run.flows:
                     done_coflows.append(jid)
