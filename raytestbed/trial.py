@@ -30,7 +30,8 @@ from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, summarize
 from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
 from raytestbed.schedulers.base import JobFinished, make_policy
-from raytestbed.sim.engine import Fault, Simulator
+from raytestbed.core.events import Fault
+from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload
 
 _FAULT = re.compile(r"^(kill_server):(\d+)@([0-9.]+)s?$")

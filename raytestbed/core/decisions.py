@@ -25,15 +25,14 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState, RunningJob
-from raytestbed.errors import PolicyError
-from raytestbed.schedulers.base import (
+from raytestbed.core.events import (
     Decision,
     JobFailed,
-    Policy,
     Preempt,
     Resize,
     ServerLost,
@@ -41,11 +40,28 @@ from raytestbed.schedulers.base import (
     SetFlowWeights,
     StartJob,
     WakeUp,
-    job_for_placement,
 )
+from raytestbed.errors import PolicyError
+
+if TYPE_CHECKING:
+    from raytestbed.core.policy import Policy
 
 #: a WakeUp this many seconds in the past is still accepted (clock rounding)
 WAKEUP_SLACK_S = 1e-9
+
+
+def job_for_placement(job: Job, placement: Placement, policy: str) -> Job:
+    """The job as it runs on ``placement``: an elastic single-stage job takes the placement's worker count.
+
+    Both backends apply this to StartJob and Resize, so GADGET-style elastic starts behave alike.
+    Raises :class:`PolicyError` when the count is outside 1..``job.max_workers`` (or the job is not elastic).
+    """
+    new_workers = len(placement.stage_gpus[0]) if placement.stage_gpus else 0
+    if job.num_stages == 1 and new_workers != job.stages[0].replicas:
+        if job.max_workers is None or new_workers > job.max_workers or new_workers < 1:
+            raise PolicyError(f"{policy}: job {job.job_id} cannot run {new_workers} workers")
+        job = job.with_workers(new_workers)
+    return job
 
 
 @dataclass

@@ -33,7 +33,9 @@ from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
 from raytestbed.schedulers.base import Decision, Event, JobFinished, Policy
 from raytestbed.emu.scheduler_actor import RunReporter, measured_stats
-from raytestbed.sim.engine import Fault, JobRecord, SimResult
+from raytestbed.core.decisions import JobRecord
+from raytestbed.core.events import Fault
+from raytestbed.sim.engine import SimResult
 
 
 def emulator_missing() -> str | None:

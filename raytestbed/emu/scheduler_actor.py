@@ -73,7 +73,7 @@ from raytestbed.schedulers.base import (
     Tick,
     WakeUp,
 )
-from raytestbed.sim.engine import Fault
+from raytestbed.core.events import Fault
 
 
 # timed-event priorities at equal time (as in the simulator: faults, arrivals, ticks)

@@ -37,6 +37,7 @@ import numpy as np
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import DecisionBook, JobRecord
 from raytestbed.core.job import Job
+from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
 from raytestbed.core.timing import IterationModel, AsrptModel
@@ -44,7 +45,8 @@ from raytestbed.errors import PolicyError
 from raytestbed.network.allocator import RateAllocator
 from raytestbed.network.o3 import o3_cct
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
-from raytestbed.schedulers.base import (
+from raytestbed.core.events import (
+    Fault,
     CoflowFinished,
     CoflowStarted,
     Decision,
@@ -53,7 +55,6 @@ from raytestbed.schedulers.base import (
     JobArrived,
     JobFinished,
     JobStarted,
-    Policy,
     Preempt,
     Resize,
     SetFlowRates,
@@ -67,15 +68,6 @@ from raytestbed.schedulers.base import (
 _P_DONE, _P_FAULT, _P_ARRIVAL, _P_TICK = 0, 1, 2, 3
 _EPS_BYTES = 1e-6  # a flow with fewer bytes left is complete
 _EPS_TIME = 1e-12
-
-
-@dataclass(frozen=True, slots=True)
-class Fault:
-    """A fault to inject: ``kind`` is ``kill_server`` (server ``target`` at ``time_s``)."""
-
-    kind: str
-    target: int
-    time_s: float
 
 
 @dataclass
