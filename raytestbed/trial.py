@@ -132,7 +132,7 @@ class _FinishedJournal:
         self._intervals: dict[int, list] = {}
 
     def __call__(self, jid: int) -> None:
-        busy = self.backend._busy
+        busy = self.backend.busy
         for j, s, e, g in busy[self._seen:]:
             self._intervals.setdefault(j, []).append((s, e, g))
         self._seen = len(busy)

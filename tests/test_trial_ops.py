@@ -92,7 +92,7 @@ def test_inject_kill_server_accounts_for_every_job(tmp_path):
 
 def _interrupt_after(monkeypatch, n_finished: int) -> None:
     """Make the simulator raise KeyboardInterrupt when job number n_finished + 1 finishes (as Ctrl-C would)."""
-    orig = engine.Simulator._finish
+    orig = engine.Simulator.finish
     count = [0]
 
     def finish(self, jid):
@@ -101,7 +101,7 @@ def _interrupt_after(monkeypatch, n_finished: int) -> None:
             raise KeyboardInterrupt
         return orig(self, jid)
 
-    monkeypatch.setattr(engine.Simulator, "_finish", finish)
+    monkeypatch.setattr(engine.Simulator, "finish", finish)
 
 
 def test_interrupted_run_resumes_to_same_finished_jobs(tmp_path, monkeypatch, capsys):

@@ -97,7 +97,7 @@ class EmuBackend:
             from raytestbed.emu.executors import start_job
         self._start_job = start_job
         self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in jobs}
-        self._busy: list[tuple[int, float, float, int]] = []
+        self.busy: list[tuple[int, float, float, int]] = []
         self._measured_stats: dict[int, dict[str, float]] = {}
         self.measured: dict[int, list[tuple]] = {}
         self.warnings: list[str] = []
@@ -128,7 +128,7 @@ class EmuBackend:
                 for a in batch.actions:
                     self._do(a, actor, runs)
                 self.records.update(batch.records)
-                self._busy.extend(batch.busy)
+                self.busy.extend(batch.busy)
                 self._measured_stats.update(batch.measured)
                 for ev in batch.events:
                     if self._on_event is not None:
@@ -161,7 +161,7 @@ class EmuBackend:
         self.end_time_s = final["end_time_s"]
         return SimResult(records=[self.records[j] for j in sorted(self.records)],
                          decision_times_s=final["decision_times"], events=final["events"],
-                         end_time_s=self.end_time_s, busy_gpu_intervals=list(self._busy))
+                         end_time_s=self.end_time_s, busy_gpu_intervals=list(self.busy))
 
     def _do(self, a, actor, runs: dict[int, Any]) -> None:
         if a.kind == "start":
@@ -216,7 +216,7 @@ class EmuBackend:
         """The ``emulation`` section of ``summary.json``."""
         ts = self.emu.time_scale
         cores = os.cpu_count() or 1
-        peak = peak_concurrent(self._busy)
+        peak = peak_concurrent(self.busy)
         real = self.compute == "real"
         over = [self.measured_stats(j)["measured_start_overhead_s"] for j in self.records]
         over = np.asarray([x for x in over if x == x], dtype=float)

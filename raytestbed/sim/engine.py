@@ -24,10 +24,7 @@ arrivals, then ticks; ties by insertion order. Deterministic for a given input.
 
 from __future__ import annotations
 
-import heapq
 import math
-import time
-from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from itertools import chain
 from dataclasses import dataclass, field
@@ -35,37 +32,26 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from raytestbed.core.cluster import Cluster
-from raytestbed.core.decisions import DecisionBook, JobRecord
+from raytestbed.core.decisions import JobRecord
+from raytestbed.core.eventcore import P_DONE, EventCore
 from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
-from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
+from raytestbed.core.state import CoflowInfo, FlowInfo
 from raytestbed.core.timing import IterationModel, AsrptModel
 from raytestbed.errors import PolicyError
 from raytestbed.network.allocator import RateAllocator
 from raytestbed.network.o3 import o3_cct
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
 from raytestbed.core.events import (
-    Fault,
     CoflowFinished,
     CoflowStarted,
     Decision,
     Event,
+    Fault,
     IterationMeasured,
-    JobArrived,
-    JobFinished,
-    JobStarted,
-    Preempt,
-    Resize,
-    SetFlowRates,
-    SetFlowWeights,
-    StartJob,
-    Tick,
-    WakeUp,
 )
 
-# heap priorities at equal time
-_P_DONE, _P_FAULT, _P_ARRIVAL, _P_TICK = 0, 1, 2, 3
 _EPS_BYTES = 1e-6  # a flow with fewer bytes left is complete
 _EPS_TIME = 1e-12
 
@@ -99,8 +85,11 @@ class _Run:
     cycle_start_s: float = 0.0
 
 
-class Simulator:
+class Simulator(EventCore):
     """Run one placement policy (and optionally one network policy) over a job list.
+
+    The event loop, the dispatch to the policies and the GPU books are the shared
+    :class:`~raytestbed.core.eventcore.EventCore`; this class adds how running jobs progress.
 
     Args:
         cluster: the cluster.
@@ -139,35 +128,18 @@ class Simulator:
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
-        self.cluster = cluster
-        self.jobs = {j.job_id: j for j in jobs}
-        if len(self.jobs) != len(jobs):
-            raise ValueError("job ids are not unique")
-        self.policies = [p for p in (policy, network_policy) if p is not None]
+        super().__init__(cluster, jobs, (policy, network_policy), faults, on_event=on_event,
+                         on_decisions=on_decisions, progress=progress)
         self.mode = mode
         self.model = model or AsrptModel()
         self.q = int(iterations_per_coflow)
         self.until_s = until_s  #: stop the clock here (None: run until every job finished)
-        self.state = ClusterState(cluster)
-        self.view = self.state.view()
-        self.records = {j.job_id: JobRecord(j) for j in jobs}
-        self._done_iters: dict[int, float] = {j.job_id: 0.0 for j in jobs}
         self._runs: dict[int, _Run] = {}
-        self._heap: list = []
-        self._seq = 0
-        self._immediate: deque[Event] = deque()
-        self._decision_times: list[float] = []
-        self._events = 0
-        self._on_event = on_event
-        self._on_decisions = on_decisions
-        self._progress = progress
-        self._unfinished = len(jobs)
-        self._arrivals_left = len(jobs)
-        self._busy: list[tuple[int, float, float, int]] = []
-        self.book = DecisionBook(self.state, self.records, lambda *iv: self._busy.append(iv))
         # flow mode
         self._alloc = RateAllocator(cluster.link_capacities()) if mode == "flow" else None
         self._flow_owner: dict[tuple, int] = {}
+        if mode == "flow":
+            self.known_flow = self._flow_owner.__contains__
         self._rates: dict[tuple, float] = {}
         self._rate_override: dict[tuple, float] = {}
         self._job_weight: dict[int, float] = {}
@@ -188,32 +160,16 @@ class Simulator:
         self._coflow_snap: dict[tuple, tuple[list, list]] = {}
         if mode == "flow":
             self.state.coflow_sync = self._sync_coflows
-        for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
-            self._push(j.arrival_s, _P_ARRIVAL, ("arrival", j.job_id))
-        for f in faults:
-            if f.kind != "kill_server":
-                raise ValueError(f"unknown fault kind {f.kind!r}")
-            if not 0 <= f.target < cluster.num_servers:
-                raise ValueError(f"fault {f}: server {f.target} does not exist")
-            self._push(f.time_s, _P_FAULT, ("kill_server", f.target))
-        self._tick = min((p.tick_interval_s for p in self.policies if p.tick_interval_s), default=None)
-        if self._tick is not None:
-            self._push(0.0, _P_TICK, ("tick",))
-
-    # ------------------------------------------------------------------ heap
-    def _push(self, t: float, prio: int, item: tuple) -> None:
-        self._seq += 1
-        heapq.heappush(self._heap, (t, prio, self._seq, item))
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
         """Simulate until every job has finished or nothing more can happen."""
         heap = self._heap
-        while heap and self._unfinished > 0:
+        while heap and self.unfinished > 0:
             if self.until_s is not None and heap[0][0] > self.until_s:
                 self._advance(self.until_s)
                 break
-            t, _, _, item = heapq.heappop(heap)
+            t, item = self.pop()
             kind = item[0]
             if kind == "finish":
                 _, jid, ver = item
@@ -221,7 +177,7 @@ class Simulator:
                 if run is None or run.version != ver:
                     continue  # stale
                 self._advance(t)
-                self._finish(jid)
+                self.finish(jid)
             elif kind == "net":
                 if item[1] != self._net_version:
                     continue
@@ -235,24 +191,11 @@ class Simulator:
                 self._advance(t)
                 self._start_coflow(jid, 0)
                 self._reallocate()
-            elif kind == "arrival":
+            else:
                 self._advance(t)
-                self._arrivals_left -= 1
-                job = self.jobs[item[1]]
-                self.state.pending[job.job_id] = job
-                self._emit(JobArrived(t, job))
-            elif kind == "kill_server":
-                self._advance(t)
-                self._kill_server(item[1])
-            elif kind == "tick":
-                self._advance(t)
-                self._emit(Tick(t))
-                if self._unfinished > 0:
-                    self._push(t + self._tick, _P_TICK, ("tick",))
-            elif kind == "wake":
-                self._advance(t)
-                self._emit(Tick(t))
-            self._drain()
+                self.handle(t, item)
+                continue
+            self.drain()
         self._advance(self.state.now)
         if self.mode == "analytic":
             for jid in list(self.state.running):
@@ -261,11 +204,11 @@ class Simulator:
             self._sync_coflows()
         return SimResult(
             records=[self.records[j] for j in sorted(self.records)],
-            decision_times_s=np.asarray(self._decision_times, dtype=float),
-            events=self._events,
+            decision_times_s=np.asarray(self.decision_times, dtype=float),
+            events=self.events,
             end_time_s=self.state.now,
-            busy_gpu_intervals=self._busy,
-            iterations_done=dict(self._done_iters),
+            busy_gpu_intervals=self.busy,
+            iterations_done=dict(self.done_iters),
         )
 
     def _advance(self, t: float) -> None:
@@ -292,67 +235,36 @@ class Simulator:
         self._net_last = max(self._net_last, t)
         self.state.now = max(self.state.now, t)
 
-    # ------------------------------------------------------------- dispatch
-    def _emit(self, event: Event) -> None:
-        self._immediate.append(event)
+    # ------------------------------------------------------------- event-core hooks
+    def after_event(self, event: Event) -> None:
+        if self._alloc is not None:
+            self._reallocate()
 
-    def _drain(self) -> None:
-        while self._immediate:
-            ev = self._immediate.popleft()
-            self._events += 1
-            if self._on_event is not None:
-                self._on_event(ev)
-            for pol in self.policies:
-                t0 = time.perf_counter()
-                decisions = pol.on_event(ev, self.view)
-                dt = time.perf_counter() - t0
-                self._decision_times.append(dt)
-                if decisions:
-                    if self._on_decisions is not None:
-                        self._on_decisions(ev, pol.name, dt, decisions)
-                    for d in decisions:
-                        self._apply(d, pol)
-            if isinstance(ev, JobArrived):
-                self.book.note_predictions(ev.job.job_id, self.policies)
-            if self._alloc is not None:
-                self._reallocate()
+    def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
+        if self._alloc is None:
+            raise PolicyError(f"{pol.name}: SetFlowWeights needs timing mode 'flow'")
+        self._invalidate_rates()
+        for jid, w in weights.items():
+            self._job_weight[jid] = w
+            run = self._runs.get(jid)
+            if run is not None:
+                for fid in run.flows:
+                    if fid in self._alloc:
+                        self._alloc.set_weight(fid, w)
 
-    def _apply(self, d: Decision, pol: Policy) -> None:
-        if isinstance(d, (SetFlowWeights, SetFlowRates)) and self._alloc is None:
-            raise PolicyError(f"{pol.name}: {type(d).__name__} needs timing mode 'flow'")
-        job = self.book.check(d, pol.name, known_flow=self._flow_owner.__contains__)
-        if isinstance(d, StartJob):
-            self._start(job, d.placement)
-        elif isinstance(d, Preempt):
-            self._stop(d.job_id, "preemptions")
-        elif isinstance(d, Resize):
-            self._stop(d.job_id)
-            self._start(job, d.placement)
-        elif isinstance(d, WakeUp):
-            self._push(self.book.wake_time(d, self.state.now), _P_TICK, ("wake",))
-        elif isinstance(d, SetFlowWeights):
-            self._invalidate_rates()
-            for jid, w in d.weights.items():
-                self._job_weight[jid] = float(w)
-                run = self._runs.get(jid)
-                if run is not None:
-                    for fid in run.flows:
-                        if fid in self._alloc:
-                            self._alloc.set_weight(fid, float(w))
-        elif isinstance(d, SetFlowRates):
-            self._invalidate_rates()
-            self._override_checked = False
-            for fid, r in d.rates.items():
-                self._rate_override[fid] = float(r)
+    def set_rates(self, pol: Policy, rates: dict) -> None:
+        if self._alloc is None:
+            raise PolicyError(f"{pol.name}: SetFlowRates needs timing mode 'flow'")
+        self._invalidate_rates()
+        self._override_checked = False
+        for fid, r in rates.items():
+            self._rate_override[fid] = float(r)
 
-    # ------------------------------------------------------------ lifecycle
-    def _start(self, job: Job, placement: Placement) -> None:
+    def run_started(self, job: Job, placement: Placement) -> None:
         now = self.state.now
-        self.book.start(job, placement, self._done_iters[job.job_id])
         run = self._runs.setdefault(job.job_id, _Run())
         run.version += 1
         run.last_s = now
-        self._emit(JobStarted(now, job.job_id, placement))
         if self.mode == "analytic":
             if self.model.contention_dependent:
                 self._reprice_all()
@@ -363,8 +275,28 @@ class Simulator:
             run.cycle_start_s = now
             self._begin_cycle(job.job_id)
 
+    def run_stopped(self, jid: int) -> None:
+        if self.mode == "analytic":
+            self._sync_analytic(jid)
+        else:
+            self._drop_flows(jid)
+        run = self._runs[jid]
+        run.version += 1
+        run.alpha = math.nan
+
+    def run_finished(self, jid: int) -> None:
+        if self.mode == "flow":
+            self._drop_flows(jid)
+        self.done_iters[jid] = float(self.jobs[jid].iterations)
+        self._runs.pop(jid, None)
+
+    def after_release(self) -> None:
+        if self.model.contention_dependent and self.mode == "analytic":
+            self._reprice_all()
+
+    # ------------------------------------------------------------ analytic mode
     def _remaining(self, jid: int) -> float:
-        return self.jobs[jid].iterations - self._done_iters[jid]
+        return self.jobs[jid].iterations - self.done_iters[jid]
 
     def _price(self, jid: int) -> None:
         """(Re)compute a running job's iteration time and schedule its finish (analytic mode)."""
@@ -380,16 +312,16 @@ class Simulator:
         run.version += 1
         rj.iteration_time_s = alpha
         self.records[jid].iteration_time_s = alpha
-        self._push(self.state.now + self._remaining(jid) * alpha, _P_DONE, ("finish", jid, run.version))
+        self.push(self.state.now + self._remaining(jid) * alpha, P_DONE, ("finish", jid, run.version))
         if changed:
-            self._emit(IterationMeasured(self.state.now, jid, alpha, compute_s=math.nan, comm_s=math.nan))
+            self.emit(IterationMeasured(self.state.now, jid, alpha, compute_s=math.nan, comm_s=math.nan))
 
     def _sync_analytic(self, jid: int) -> None:
         run = self._runs[jid]
         if math.isfinite(run.alpha):
             done = (self.state.now - run.last_s) / run.alpha
-            self._done_iters[jid] = min(self.jobs[jid].iterations, self._done_iters[jid] + done)
-            self.state.running[jid].iterations_done = self._done_iters[jid]
+            self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + done)
+            self.state.running[jid].iterations_done = self.done_iters[jid]
         run.last_s = self.state.now
 
     def _reprice_all(self) -> None:
@@ -397,41 +329,6 @@ class Simulator:
             self._sync_analytic(jid)
         for jid in list(self.state.running):
             self._price(jid)
-
-    def _stop(self, jid: int, count: str | None = None) -> RunningJob:
-        """Take a running job off its GPUs, keeping its progress; it becomes pending.
-
-        ``count``: the record counter to add one to (``preemptions`` / ``failures``), if any.
-        """
-        if self.mode == "analytic":
-            self._sync_analytic(jid)
-        else:
-            self._drop_flows(jid)
-        run = self._runs[jid]
-        run.version += 1
-        run.alpha = math.nan
-        rj = self.book.stop(jid, count)
-        if self.model.contention_dependent and self.mode == "analytic":
-            self._reprice_all()
-        return rj
-
-    def _finish(self, jid: int) -> None:
-        now = self.state.now
-        if self.mode == "flow":
-            self._drop_flows(jid)
-        self._done_iters[jid] = float(self.jobs[jid].iterations)
-        self.book.finish(jid)
-        self._runs.pop(jid, None)
-        self._unfinished -= 1
-        if self._progress is not None:
-            self._progress(len(self.jobs) - self._unfinished, len(self.jobs))
-        if self.mode == "analytic" and self.model.contention_dependent:
-            self._reprice_all()
-        self._emit(JobFinished(now, jid, self.jobs[jid].iterations))
-
-    def _kill_server(self, server: int) -> None:
-        for ev in self.book.kill_server(server, self._stop):
-            self._emit(ev)
 
     # ------------------------------------------------------------ flow mode
     def _begin_cycle(self, jid: int) -> None:
@@ -441,7 +338,7 @@ class Simulator:
         run.cycle_start_s = self.state.now
         q = min(self.q, max(1, math.ceil(self._remaining(jid))))
         self._add_lower_bound(jid, q * run.traffic.compute_s)
-        self._push(self.state.now + q * run.traffic.compute_s, _P_DONE, ("compute", jid, run.version))
+        self.push(self.state.now + q * run.traffic.compute_s, P_DONE, ("compute", jid, run.version))
 
     def _add_lower_bound(self, jid: int, seconds: float) -> None:
         rec = self.records[jid]
@@ -476,23 +373,23 @@ class Simulator:
             infos.append(FlowInfo(fid, src, dst, vol, vol))
         self.state.coflows[cf_id] = CoflowInfo(cf_id, jid, self.state.now, tuple(infos))
         self._invalidate_rates()
-        self._emit(CoflowStarted(self.state.now, jid, cf_id, total))
+        self.emit(CoflowStarted(self.state.now, jid, cf_id, total))
 
     def _end_cycle(self, jid: int) -> None:
         run = self._runs[jid]
         q = min(self.q, max(1, math.ceil(self._remaining(jid))))
-        self._done_iters[jid] = min(self.jobs[jid].iterations, self._done_iters[jid] + q)
+        self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + q)
         rj = self.state.running[jid]
-        rj.iterations_done = self._done_iters[jid]
+        rj.iterations_done = self.done_iters[jid]
         per_iter = (self.state.now - run.cycle_start_s) / q
         rj.iteration_time_s = per_iter
         self.records[jid].iteration_time_s = per_iter
-        self._emit(IterationMeasured(self.state.now, jid, per_iter, compute_s=run.traffic.compute_s,
+        self.emit(IterationMeasured(self.state.now, jid, per_iter, compute_s=run.traffic.compute_s,
                                      comm_s=per_iter - run.traffic.compute_s))
         run.cycle += 1
         if self._remaining(jid) <= 1e-9:
             run.version += 1
-            self._finish(jid)
+            self.finish(jid)
         else:
             self._begin_cycle(jid)
 
@@ -543,7 +440,7 @@ class Simulator:
             info = self.state.coflows.pop(cf_id)
             rj = self.state.running[jid]
             rj.coflows_done += 1
-            self._emit(CoflowFinished(self.state.now, jid, cf_id, sum(f.total_bytes for f in info.flows)))
+            self.emit(CoflowFinished(self.state.now, jid, cf_id, sum(f.total_bytes for f in info.flows)))
             self._start_coflow(jid, run.coflow_idx + 1)
         self._reallocate()
 
@@ -590,7 +487,7 @@ class Simulator:
                     if x < t_next:
                         t_next = x
         if math.isfinite(t_next):
-            self._push(self.state.now + max(t_next, _EPS_TIME), _P_DONE, ("net", self._net_version))
+            self.push(self.state.now + max(t_next, _EPS_TIME), P_DONE, ("net", self._net_version))
 
     def _invalidate_rates(self) -> None:
         """The flows, weights or policy rates changed: recompute the rates at the next reallocation."""

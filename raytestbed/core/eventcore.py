@@ -1,0 +1,258 @@
+"""The event core both backends share: timed events, event dispatch to the policies, decisions applied.
+
+:class:`EventCore` keeps the policies' world for one run — a
+:class:`~raytestbed.core.state.ClusterState` (what the read-only ``ClusterView`` shows), the
+:class:`~raytestbed.core.decisions.DecisionBook` (decision checks, GPU books, job records) — and
+
+* a heap of **timed events** (arrivals, faults, periodic ticks, one-shot wake-ups; a backend may
+  push its own kinds, e.g. the simulator's completions), ordered by time, then by priority
+  (completions, faults, arrivals, ticks), then by insertion;
+* the **dispatch** of every event to every policy (placement first, then network), timing each
+  ``on_event`` call in wall seconds and applying its decisions at once, in order.
+
+A backend subclasses it and adds only how time passes for running jobs, through the hooks
+:meth:`run_started`, :meth:`run_stopped`, :meth:`run_finished`, :meth:`set_weights`,
+:meth:`set_rates`, :meth:`after_event`. The simulator (:mod:`raytestbed.sim.engine`) computes
+progress from models or the flow allocator; the emulator's scheduler
+(:mod:`raytestbed.emu.scheduler`) starts and stops real executors on the virtual clock.
+
+Ticks: a policy with ``tick_interval_s`` gets a :class:`Tick` at 0 and every interval after, while
+jobs remain unfinished and a tick can still matter (a job runs, another timed event is ahead, or
+the last tick led to a decision) — so a trial whose remaining jobs can never start ends instead of
+ticking forever. A :class:`WakeUp` decision gives exactly one Tick at its time.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.decisions import BusyInterval, DecisionBook, JobRecord
+from raytestbed.core.events import (
+    Decision,
+    Event,
+    Fault,
+    JobArrived,
+    JobFinished,
+    JobStarted,
+    Preempt,
+    Resize,
+    SetFlowRates,
+    SetFlowWeights,
+    StartJob,
+    Tick,
+    WakeUp,
+)
+from raytestbed.core.job import Job
+from raytestbed.core.placement import Placement
+from raytestbed.core.policy import Policy
+from raytestbed.core.state import ClusterState, RunningJob
+from raytestbed.errors import PolicyError
+
+#: heap priorities at equal time: completions, faults, arrivals, ticks
+P_DONE, P_FAULT, P_ARRIVAL, P_TICK = 0, 1, 2, 3
+
+#: fault kinds the event core knows (``Fault.kind``)
+FAULT_KINDS = ("kill_server",)
+
+
+class EventCore:
+    """Policies, cluster state and timed events of one run (see the module docstring).
+
+    Args:
+        cluster: the cluster.
+        jobs: the jobs (ids unique); each arrives at its ``arrival_s`` (seconds).
+        policies: the placement policy, optionally followed by a network policy.
+        faults: faults to inject (``kill_server`` at ``time_s``).
+        on_event: called with every event, before the policies see it (the event log).
+        on_decisions: called (event, policy name, wall seconds, decisions) for every ``on_event``
+            call that returned decisions.
+        progress: called (finished jobs, total jobs) whenever a job finishes.
+    """
+
+    def __init__(self, cluster: Cluster, jobs: Sequence[Job], policies: Sequence[Policy],
+                 faults: Iterable[Fault] = (), on_event: Callable[[Event], None] | None = None,
+                 on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.cluster = cluster
+        self.jobs = {j.job_id: j for j in jobs}
+        if len(self.jobs) != len(jobs):
+            raise ValueError("job ids are not unique")
+        self.policies = [p for p in policies if p is not None]
+        self.state = ClusterState(cluster)
+        self.view = self.state.view()
+        self.records = {j.job_id: JobRecord(j) for j in jobs}
+        self.busy: list[BusyInterval] = []  #: closed GPU-holding intervals (job, start s, end s, GPUs)
+        self.book = DecisionBook(self.state, self.records, lambda *iv: self.busy.append(iv))
+        self.decision_times: list[float] = []  #: wall seconds of every on_event call
+        self.events = 0  #: events delivered
+        self.unfinished = len(jobs)
+        self.done_iters: dict[int, float] = {j.job_id: 0.0 for j in jobs}  #: iterations done per job
+        self.known_flow: Callable[[tuple], bool] | None = None  #: flow ids SetFlowRates may name (None: any)
+        self._on_event = on_event
+        self._on_decisions = on_decisions
+        self._progress = progress
+        self._heap: list = []
+        self._seq = 0
+        self._immediate: deque[Event] = deque()
+        self._tick_led_to_decision = False
+        for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
+            self.push(j.arrival_s, P_ARRIVAL, ("arrival", j.job_id))
+        for f in faults:
+            if f.kind not in FAULT_KINDS:
+                raise ValueError(f"unknown fault kind {f.kind!r} (known: {', '.join(FAULT_KINDS)})")
+            if not 0 <= f.target < cluster.num_servers:
+                raise ValueError(f"fault {f}: server {f.target} does not exist")
+            self.push(f.time_s, P_FAULT, (f.kind, f.target))
+        self.tick_s = min((p.tick_interval_s for p in self.policies if p.tick_interval_s), default=None)
+        if self.tick_s is not None:
+            self.push(0.0, P_TICK, ("tick",))
+
+    # ------------------------------------------------------------------ timed events
+    def push(self, t: float, prio: int, item: tuple) -> None:
+        """Schedule ``item`` (a tuple whose first element names its kind) at time ``t`` (seconds)."""
+        self._seq += 1
+        heapq.heappush(self._heap, (t, prio, self._seq, item))
+
+    def next_time(self) -> float | None:
+        """Time of the next timed event (seconds), or None."""
+        return self._heap[0][0] if self._heap else None
+
+    def pop(self) -> tuple[float, tuple]:
+        """Remove and return the next timed event as (time, item)."""
+        t, _, _, item = heapq.heappop(self._heap)
+        return t, item
+
+    def handle(self, t: float, item: tuple) -> bool:
+        """Handle a timed event of the core's kinds at ``state.now`` (the backend moved its clock to
+        ``t``) and dispatch what follows; False for a kind the backend must handle itself."""
+        kind = item[0]
+        if kind == "arrival":
+            job = self.jobs[item[1]]
+            self.state.pending[job.job_id] = job
+            self.emit(JobArrived(t, job))
+        elif kind == "kill_server":
+            self.kill_server(item[1])
+        elif kind == "tick":
+            self._tick_led_to_decision = False
+            self.emit(Tick(t))
+            self.drain()
+            if self.unfinished > 0 and (self.state.running or self._tick_led_to_decision
+                                        or any(it[3][0] != "tick" for it in self._heap)):
+                self.push(t + self.tick_s, P_TICK, ("tick",))
+            return True
+        elif kind == "wake":
+            self.emit(Tick(t))
+        else:
+            return False
+        self.drain()
+        return True
+
+    # ------------------------------------------------------------------ dispatch
+    def emit(self, event: Event) -> None:
+        """Queue ``event`` for the policies (delivered by :meth:`drain`, in order)."""
+        self._immediate.append(event)
+
+    def drain(self) -> None:
+        """Deliver every queued event to every policy and apply their decisions."""
+        while self._immediate:
+            ev = self._immediate.popleft()
+            self.events += 1
+            if self._on_event is not None:
+                self._on_event(ev)
+            for pol in self.policies:
+                t0 = time.perf_counter()
+                decisions = pol.on_event(ev, self.view)
+                dt = time.perf_counter() - t0
+                self.decision_times.append(dt)
+                if decisions:
+                    if isinstance(ev, Tick):
+                        self._tick_led_to_decision = True
+                    if self._on_decisions is not None:
+                        self._on_decisions(ev, pol.name, dt, decisions)
+                    for d in decisions:
+                        self.apply(d, pol)
+            if isinstance(ev, JobArrived):
+                self.book.note_predictions(ev.job.job_id, self.policies)
+            self.after_event(ev)
+
+    def apply(self, d: Decision, pol: Policy) -> None:
+        """Check decision ``d`` of ``pol`` (:class:`PolicyError` if it cannot be applied) and apply it."""
+        job = self.book.check(d, pol.name, known_flow=self.known_flow)
+        if isinstance(d, StartJob):
+            self.start(job, d.placement)
+        elif isinstance(d, Preempt):
+            self.stop(d.job_id, "preemptions")
+        elif isinstance(d, Resize):
+            self.stop(d.job_id)
+            self.start(job, d.placement)
+        elif isinstance(d, WakeUp):
+            self.push(self.book.wake_time(d, self.state.now), P_TICK, ("wake",))
+        elif isinstance(d, SetFlowWeights):
+            self.set_weights(pol, {int(k): float(v) for k, v in d.weights.items()})
+        elif isinstance(d, SetFlowRates):
+            self.set_rates(pol, dict(d.rates))
+
+    # ------------------------------------------------------------------ job life cycle
+    def start(self, job: Job, placement: Placement) -> None:
+        """Book ``job`` on ``placement`` now, tell the backend, announce it."""
+        self.book.start(job, placement, self.iterations_done(job.job_id))
+        self.emit(JobStarted(self.state.now, job.job_id, placement))
+        self.run_started(job, placement)
+
+    def stop(self, jid: int, count: str | None = None) -> RunningJob:
+        """Take running job ``jid`` off its GPUs, keeping its progress (``count``: ``preemptions`` /
+        ``failures`` to add one to); it becomes pending."""
+        self.run_stopped(jid)
+        rj = self.book.stop(jid, count)
+        self.after_release()
+        return rj
+
+    def finish(self, jid: int) -> None:
+        """Running job ``jid`` completed all its iterations now."""
+        self.run_finished(jid)
+        self.book.finish(jid)
+        self.unfinished -= 1
+        if self._progress is not None:
+            self._progress(len(self.jobs) - self.unfinished, len(self.jobs))
+        self.after_release()
+        self.emit(JobFinished(self.state.now, jid, self.jobs[jid].iterations))
+
+    def kill_server(self, server: int) -> None:
+        """Lose ``server`` for good now: its jobs fail (pending again), the policies hear of it."""
+        self.server_lost(server)
+        for ev in self.book.kill_server(server, self.stop):
+            self.emit(ev)
+
+    # ------------------------------------------------------------------ backend hooks
+    def iterations_done(self, jid: int) -> float:
+        """Iterations ``jid`` has done so far (a restarted job resumes from here)."""
+        return self.done_iters[jid]
+
+    def run_started(self, job: Job, placement: Placement) -> None:
+        """The backend starts running ``job`` (already booked and announced)."""
+
+    def run_stopped(self, jid: int) -> None:
+        """The backend stops running ``jid`` (before it is booked off; its progress is kept)."""
+
+    def run_finished(self, jid: int) -> None:
+        """``jid`` finished (before it is booked off)."""
+
+    def after_release(self) -> None:
+        """GPUs were released (a job stopped or finished); e.g. re-price contention-dependent jobs."""
+
+    def server_lost(self, server: int) -> None:
+        """``server`` is lost (before its jobs are stopped)."""
+
+    def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
+        raise PolicyError(f"{pol.name}: SetFlowWeights is not supported by this backend")
+
+    def set_rates(self, pol: Policy, rates: dict[Any, float]) -> None:
+        raise PolicyError(f"{pol.name}: SetFlowRates is not supported by this backend")
+
+    def after_event(self, event: Event) -> None:
+        """Called after every event reached every policy and its decisions were applied."""
