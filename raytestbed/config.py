@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                      ValidationError, field_validator, model_validator)
 
 from raytestbed.core.cluster import Cluster, Rack, Server
 from raytestbed.errors import ConfigError
@@ -102,25 +103,43 @@ class TimingConfig(_Strict):
     iterations_per_coflow: PositiveInt = 1
 
 
+class FastForwardConfig(_Strict):
+    """``emu.fast_forward``: skipping steady iterations (docs/emulator.md, "Fast-forward")."""
+
+    enabled: bool = Field(True, description="skip steady iterations up to the next event that can change their rate")
+    window: PositiveInt = Field(3, description="iterations whose times must agree after the last change")
+    tolerance: NonNegativeFloat = Field(0.02, description="largest relative spread of those times, (max-min)/mean")
+    min_iterations: PositiveInt = Field(4, description="skip only when every run can skip at least this many")
+    margin: NonNegativeInt = Field(2, description="iterations each run keeps to run for real before its end")
+
+
 class EmuConfig(_Strict):
     """The ``emu:`` section: how ``--backend emu`` runs the trial (see docs/emulator.md, docs/trials.md)."""
 
-    time_scale: PositiveFloat | None = Field(
-        None, description="emulated seconds per wall second (10: one wall second is ten seconds of the emulated "
-        "cluster); default: the largest that keeps every NIC at <= 100 MB/s wall (raytestbed.emu.timescale)")
-    fabric: Literal["paced", "virtual"] = Field("paced", description="fabric clock (docs/emulator.md)")
     nic_share: Literal["fair", "reserved"] = Field(
         "fair", description="fair: flows share each NIC by weighted max-min (a lone flow gets the whole NIC); "
-        "reserved: every GPU owns NIC/g of its server's NIC in each direction (A-SRPT's network model, spec "
-        "README §3 reserved_share; compare with the simulator's analytic asrpt timing)")
+        "reserved: every GPU owns NIC/g of its server's NIC in each direction (A-SRPT's network model; "
+        "compare with the simulator's analytic asrpt timing)")
     compute: Literal["replay", "real"] = Field(
-        "replay", description="replay: hold each emulated GPU for the profiled time; real: run the PyTorch stages")
+        "replay", description="replay: charge each stage's profiled compute time; real: run the PyTorch stages "
+        "and charge their CPU time at the emulated GPU's speed")
+    compute_factor: PositiveFloat | None = Field(
+        None, description="real compute: emulated GPU seconds per CPU second for every stage; default: each "
+        "stage calibrated so that its charge matches its profile (docs/emulator.md, 'Real compute')")
+    fast_forward: FastForwardConfig | bool = Field(
+        default_factory=FastForwardConfig, description="skip steady iterations (true/false or the settings)")
+    pace: PositiveFloat | None = Field(
+        None, description="at most this many emulated seconds per wall second (a live demo at human speed); "
+        "default: as fast as the host runs. Results do not depend on it")
     address: str | None = Field(None, description="Ray cluster address to attach to (default: start a local Ray)")
-    progress_s: PositiveFloat = Field(
-        1.0, description="wall seconds between fabric polls for coflow events and bytes sent")
-    worker_pool: bool = Field(
-        True, description="start one long-lived host actor per emulated GPU before the trial clock, so a job "
-        "start only sends RPCs (false: every job start creates its own worker actors)")
+    gpus_per_actor: PositiveInt | None = Field(
+        None, description="emulated GPUs per worker-pool host process (default 1)")
+    progress_s: PositiveFloat = Field(1.0, description="wall seconds between the driver's progress polls")
+
+    @field_validator("fast_forward", mode="after")
+    @classmethod
+    def _ff(cls, v):
+        return v if isinstance(v, FastForwardConfig) else FastForwardConfig(enabled=bool(v))
 
 
 class TrialConfig(_Strict):

@@ -20,3 +20,7 @@ class TraceError(RaytestbedError):
 
 class PolicyError(RaytestbedError):
     """A policy is unknown or returned an invalid decision."""
+
+
+class ServerLostError(RuntimeError):
+    """An emulated server was lost (killed or died): its GPUs and hosts cannot be used."""

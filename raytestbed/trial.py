@@ -247,7 +247,7 @@ def run_into(
     if spec.name == "emu":
         columns += _add_measured(rows, engine)
         write_csv(folder / "iterations.csv", engine.iteration_rows(),
-                  ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s"])
+                  ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"])
     intervals = list(res.busy_gpu_intervals)
     if previous is not None:
         old = [{**row, **previous.extra.get(jid, {})} for jid, row in previous.rows.items()]
@@ -282,7 +282,7 @@ def run_into(
 def _add_measured(rows: list[dict[str, Any]], engine) -> list[str]:
     """Add the emulator's measured per-iteration statistics to job rows; return the new column names."""
     cols = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
-            "measured_comm_mean_s", "measured_start_overhead_s"]
+            "measured_comm_mean_s", "measured_start_overhead_s", "skipped_iterations"]
     for r in rows:
         r.update(engine.measured_stats(int(r["job_id"])))
     return cols

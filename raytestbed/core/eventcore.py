@@ -28,7 +28,10 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import BusyInterval, DecisionBook, JobRecord
@@ -58,6 +61,18 @@ P_DONE, P_FAULT, P_ARRIVAL, P_TICK = 0, 1, 2, 3
 
 #: fault kinds the event core knows (``Fault.kind``)
 FAULT_KINDS = ("kill_server",)
+
+
+@dataclass
+class RunResult:
+    """Outcome of one run of a trial on a backend (seconds)."""
+
+    records: list[JobRecord]
+    decision_times_s: np.ndarray
+    events: int
+    end_time_s: float
+    busy_gpu_intervals: list[BusyInterval] = field(default_factory=list)  #: (job, start, end, gpus)
+    iterations_done: dict[int, float] = field(default_factory=dict)  #: job id -> iterations done at the end
 
 
 class EventCore:

@@ -1,21 +1,15 @@
 """The emulated backend of ``raytestbed run/compare --backend emu``.
 
 :func:`run_emulated` starts an :class:`~raytestbed.emu.cluster.EmuCluster` for the trial's
-cluster, puts the policies (unchanged) into a :class:`~raytestbed.emu.scheduler_actor.SchedulerActor`
-and executes the actor's decisions with the real job executors
-(:func:`raytestbed.emu.executors.start_job`) and the fabric:
+cluster and hands the jobs, the policies (unchanged) and the injected faults to its clock actor
+(:class:`~raytestbed.emu.clock_service.EmuScheduler` on the virtual clock), which starts and stops
+the real job executors as the policies decide. The driver (:class:`EmuBackend`) only follows:
+it logs events and decisions as they come, kills the servers that injected faults name, reports
+servers found dead, and collects the books at the end.
 
-* ``StartJob`` / the start half of ``Resize`` -> ``start_job(emu, job, placement, iterations=
-  remaining, start_iteration=done, mode=compute, reporter=scheduler actor)`` (gang: all workers of
-  the placement at once);
-* ``Preempt`` / the stop half of ``Resize`` / a failed job -> ``JobRun.stop()`` (the job keeps its
-  iteration count and restarts from it);
-* ``SetFlowWeights`` / ``SetFlowRates`` -> ``fabric.set_weights`` / ``fabric.set_rates``;
-* an injected ``kill_server`` fault -> ``EmuCluster.kill_server(m)``.
-
-Times are emulated seconds. The results are the simulator's job records (same ``jobs.csv``
-columns and ``summary.json`` keys), plus measured per-iteration times and an ``emulation``
-section (:meth:`EmuBackend.emulation_info`).
+Times are emulated seconds of the virtual clock. The results are the simulator's job records
+(same ``jobs.csv`` columns and ``summary.json`` keys), plus measured per-iteration times and an
+``emulation`` section (:meth:`EmuBackend.emulation_info`).
 """
 
 from __future__ import annotations
@@ -30,18 +24,17 @@ from typing import Any
 import numpy as np
 
 from raytestbed.core.cluster import Cluster
-from raytestbed.core.job import Job
-from raytestbed.schedulers.base import Decision, Event, JobFinished, Policy
-from raytestbed.emu.scheduler_actor import RunReporter, measured_stats
 from raytestbed.core.decisions import JobRecord
-from raytestbed.core.events import Fault
-from raytestbed.sim.engine import SimResult
+from raytestbed.core.events import Decision, Event, Fault, JobFinished
+from raytestbed.core.job import Job
+from raytestbed.core.policy import Policy
+from raytestbed.core.eventcore import RunResult
 
 
 def emulator_missing() -> str | None:
     """None if the emulator's parts are installed, else a one-line reason."""
     for mod, names in (("raytestbed.emu.cluster", ("EmuCluster",)), ("raytestbed.emu.executors", ("start_job",)),
-                       ("raytestbed.emu.scheduler_actor", ("SchedulerActor",))):
+                       ("raytestbed.emu.clock_service", ("ClockService",))):
         try:
             m = importlib.import_module(mod)
         except ImportError as e:
@@ -63,206 +56,168 @@ def peak_concurrent(intervals: Sequence[tuple[int, float, float, int]]) -> int:
     return peak
 
 
+def measured_stats(rows: Sequence[tuple], first_start_s: float) -> dict[str, float]:
+    """Statistics of one job's measured iterations ``(t, iteration, iter_s, compute_s, comm_s, ...)``, emulated s.
+
+    ``measured_start_overhead_s``: time from the job's first start to the end of its first iteration,
+    minus that iteration's own time (0 on the virtual clock: launching costs wall time only).
+    """
+    nan = math.nan
+    if not rows:
+        return {"measured_iterations": 0, "measured_iter_mean_s": nan, "measured_iter_p50_s": nan,
+                "measured_compute_mean_s": nan, "measured_comm_mean_s": nan, "measured_start_overhead_s": nan}
+    a = np.asarray([r[2:5] for r in rows], dtype=float)
+    return {"measured_iterations": len(rows), "measured_iter_mean_s": float(a[:, 0].mean()),
+            "measured_iter_p50_s": float(np.median(a[:, 0])), "measured_compute_mean_s": float(a[:, 1].mean()),
+            "measured_comm_mean_s": float(a[:, 2].mean()),
+            "measured_start_overhead_s": max(0.0, float(rows[0][0] - rows[0][2] - first_start_s))}
+
+
 class EmuBackend:
     """Drive one trial on an emulated cluster (see the module docstring).
 
     Args:
-        emu: an EmuCluster (``cluster``, ``time_scale``, ``fabric``, ``kill_server``).
+        emu: an EmuCluster (``cluster``, ``clock``, ``kill_server``, ``poll_failures``).
         jobs: the jobs.
         policies: placement policy, optionally followed by a network policy.
         faults: faults to inject (emulated seconds).
         compute: executor mode, ``replay`` or ``real``.
-        poll_s: wall seconds between fabric polls.
+        compute_factor: real mode: emulated GPU seconds per CPU second (None: calibrated per stage).
+        poll_s: wall seconds between the driver's polls of the clock actor.
         on_event / on_decisions / progress: the simulator's callbacks (``raytestbed.trial``).
-        start_job: the executor entry point (default :func:`raytestbed.emu.executors.start_job`;
-            tests may pass a fake).
     """
 
     def __init__(self, emu, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
-                 compute: str = "replay", poll_s: float = 1.0,
+                 compute: str = "replay", compute_factor: float | None = None, poll_s: float = 1.0,
                  on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None, start_job=None) -> None:
+                 progress: Callable[[int, int], None] | None = None) -> None:
         self.emu = emu
         self.cluster: Cluster = emu.cluster
         self.jobs = list(jobs)
         self.policies = list(policies)
         self.faults = list(faults)
         self.compute = compute
+        self.compute_factor = compute_factor
         self.poll_s = poll_s
         self._on_event = on_event
         self._on_decisions = on_decisions
         self._progress = progress
-        if start_job is None:
-            from raytestbed.emu.executors import start_job
-        self._start_job = start_job
         self.records: dict[int, JobRecord] = {j.job_id: JobRecord(j) for j in jobs}
         self.busy: list[tuple[int, float, float, int]] = []
-        self._measured_stats: dict[int, dict[str, float]] = {}
         self.measured: dict[int, list[tuple]] = {}
+        self.skipped: dict[int, int] = {}
+        self.clock_stats: dict[str, Any] = {}
         self.warnings: list[str] = []
         self.wall_s = math.nan
         self.end_time_s = 0.0
-        self._trial_to_fabric_s = 0.0  # add to a trial time (emulated s) to get the fabric's clock
-        self.start_failures = 0
 
-    # ------------------------------------------------------------------ run
-    def run(self) -> SimResult:
+    def run(self) -> RunResult:
         import ray
 
-        from raytestbed.emu.scheduler_actor import SchedulerActor
-
-        factor = float(self.emu.time_scale.to_emu(1.0))
-        ts = self.emu.time_scale
-        actor = ray.remote(SchedulerActor).options(num_cpus=0, max_concurrency=1000).remote(
-            self.cluster, self.jobs, self.policies, self.faults, factor, self.emu.fabric, self.poll_s,
-            fabric_epoch=float(ts.epoch))
-        runs: dict[int, Any] = {}
+        clock = self.emu.clock
         finished = 0
         t0 = time.perf_counter()
-        try:
-            epoch = ray.get(actor.start.remote())
-            self._trial_to_fabric_s = (epoch - float(ts.epoch)) * factor
-            while True:
-                batch = ray.get(actor.poll.remote(0.5))
-                for a in batch.actions:
-                    self._do(a, actor, runs)
-                self.records.update(batch.records)
-                self.busy.extend(batch.busy)
-                self._measured_stats.update(batch.measured)
-                for ev in batch.events:
-                    if self._on_event is not None:
-                        self._on_event(ev)
-                    if isinstance(ev, JobFinished):
-                        finished += 1
-                        runs.pop(ev.job_id, None)
-                        if self._progress is not None:
-                            self._progress(finished, len(self.jobs))
-                if self._on_decisions is not None:
-                    for ev, name, dt, ds in batch.decisions:
-                        self._on_decisions(ev, name, dt, ds)
-                if batch.done:
-                    break
-            final = ray.get(actor.result.remote())
-        finally:
-            for run in runs.values():
-                try:
-                    run.stop()
-                except Exception:
-                    pass
-            try:
-                ray.kill(actor)
-            except Exception:
-                pass
+        ray.get(clock.begin_trial.remote(self.jobs, self.policies, self.faults, self.compute, self.compute_factor))
+        while True:
+            batch = ray.get(clock.poll.remote(self.poll_s))
+            for m in batch.kills:
+                self.emu.kill_server(m)
+            for m in self.emu.poll_failures():
+                ray.get(clock.lose_server.remote(m))
+            self.records.update(batch.records)
+            for ev in batch.events:
+                if self._on_event is not None:
+                    self._on_event(ev)
+                if isinstance(ev, JobFinished):
+                    finished += 1
+                    if self._progress is not None:
+                        self._progress(finished, len(self.jobs))
+            if self._on_decisions is not None:
+                for ev, name, dt, ds in batch.decisions:
+                    self._on_decisions(ev, name, dt, ds)
+            if batch.done:
+                break
+        final = ray.get(clock.result.remote())
         self.wall_s = time.perf_counter() - t0
         self.records.update(final["records"])
+        self.busy = final["busy"]
         self.measured = final["measured"]
+        self.skipped = final["skipped"]
+        self.clock_stats = final["stats"]
         self.warnings += final["warnings"]
         self.end_time_s = final["end_time_s"]
-        return SimResult(records=[self.records[j] for j in sorted(self.records)],
+        return RunResult(records=[self.records[j] for j in sorted(self.records)],
                          decision_times_s=final["decision_times"], events=final["events"],
-                         end_time_s=self.end_time_s, busy_gpu_intervals=list(self.busy))
-
-    def _do(self, a, actor, runs: dict[int, Any]) -> None:
-        if a.kind == "start":
-            if a.iterations <= 0:
-                actor.on_job_done.remote(a.job_id, 0, a.run_id)
-                return
-            try:
-                runs[a.job_id] = self._start_job(self.emu, a.job, a.placement, iterations=a.iterations,
-                                                 mode=self.compute, reporter=RunReporter(actor, a.run_id),
-                                                 start_iteration=a.start_iteration,
-                                                 start_s=a.start_s + self._trial_to_fabric_s)
-            except Exception as e:  # e.g. a model real mode cannot build: the job fails, the policy decides
-                self.start_failures += 1
-                self.warnings.append(f"job {a.job_id}: start failed: {e}")
-                actor.on_job_failed.remote(a.job_id, f"start failed: {e}", a.run_id)
-        elif a.kind == "stop":
-            run = runs.pop(a.job_id, None)
-            if run is not None:
-                try:
-                    run.stop()
-                except Exception as e:  # its workers died with a server
-                    self.warnings.append(f"job {a.job_id}: stop: {type(e).__name__}: {e}")
-        elif a.kind == "kill":
-            self.emu.kill_server(a.server)
-        elif a.kind == "weights":
-            self.emu.fabric.set_weights.remote(a.data)
-        elif a.kind == "rates":
-            self.emu.fabric.set_rates.remote(a.data)
-        else:  # pragma: no cover - SchedulerCore emits only the kinds above
-            raise RuntimeError(f"unknown action {a.kind!r}")
+                         end_time_s=self.end_time_s, busy_gpu_intervals=list(self.busy),
+                         iterations_done=final["iterations_done"])
 
     # ------------------------------------------------------------------ results
     def measured_stats(self, jid: int) -> dict[str, float]:
         """Measured iteration statistics of a job (emulated seconds; NaN if it never ran)."""
-        if jid in self._measured_stats:
-            return self._measured_stats[jid]
-        return measured_stats(self.measured.get(jid) or [], self.records[jid].first_start_s)
+        out = measured_stats(self.measured.get(jid) or [], self.records[jid].first_start_s)
+        out["skipped_iterations"] = int(self.skipped.get(jid, 0))
+        return out
 
     def job_extra(self, jid: int) -> dict[str, float]:
         """Journaled with a finished job (restored on resume)."""
         return self.measured_stats(jid)
 
     def iteration_rows(self) -> list[dict[str, Any]]:
-        """Every measured iteration: job_id, t_s (emulated time reported), iteration, iter_s, compute_s, comm_s."""
+        """Every iteration that ran: job_id, t_s, iteration, iter_s, compute_s, comm_s, loss, cpu_s."""
         rows = []
         for jid in sorted(self.measured):
-            for t, it, s, c, m in self.measured[jid]:
-                rows.append({"job_id": jid, "t_s": t, "iteration": it, "iter_s": s, "compute_s": c, "comm_s": m})
+            for t, it, s, c, m, loss, cpu in self.measured[jid]:
+                rows.append({"job_id": jid, "t_s": t, "iteration": it, "iter_s": s, "compute_s": c, "comm_s": m,
+                             "loss": math.nan if loss is None else loss, "cpu_s": cpu})
         return rows
 
     def emulation_info(self) -> dict[str, Any]:
         """The ``emulation`` section of ``summary.json``."""
-        ts = self.emu.time_scale
-        cores = os.cpu_count() or 1
-        peak = peak_concurrent(self.busy)
-        real = self.compute == "real"
-        over = [self.measured_stats(j)["measured_start_overhead_s"] for j in self.records]
-        over = np.asarray([x for x in over if x == x], dtype=float)
+        real_its = sum(len(v) for v in self.measured.values())
+        skipped = int(sum(self.skipped.values()))
+        st = self.clock_stats
         return {
-            "time_scale": float(ts.to_emu(1.0)),
-            "tdf": float(ts.to_wall(1.0)),
+            "clock": "virtual",
             "compute": self.compute,
-            "fabric": getattr(self.emu, "mode", "paced"),
+            "compute_factor": self.compute_factor if self.compute_factor is not None else "calibrated",
             "nic_share": getattr(self.emu, "nic_share", "fair"),
             "servers": self.cluster.num_servers,
             "emulated_gpus": self.cluster.total_gpus,
-            "host_cpus": cores,
-            "peak_busy_gpus": peak,
-            # real compute: emulated GPUs computing at once per host core (> 1: compute times inflated)
-            "host_oversubscription": (peak / cores) if real else 0.0,
-            "oversubscribed": bool(real and peak > cores),
+            "host_cpus": os.cpu_count() or 1,
+            "peak_busy_gpus": peak_concurrent(self.busy),
             "emulated_s": self.end_time_s,
             "wall_s": self.wall_s,
-            "start_failures": self.start_failures,
-            # long-lived worker host actors (docs/emulator.md, "Worker pool"), or per-job actors
-            "worker_pool": getattr(self.emu, "pool", None) is not None,
-            # emulated seconds from a job's start to its first iteration, less that iteration: worker launch
-            # (pool: the set-up RPCs; per-job actors: new worker processes)
-            "start_overhead_median_s": float(np.median(over)) if over.size else math.nan,
-            "start_overhead_max_s": float(over.max()) if over.size else math.nan,
-            "fidelity_warnings": list(getattr(self.emu, "fidelity_warnings", [])),
+            "emulated_s_per_wall_s": (self.end_time_s / self.wall_s) if self.wall_s > 0 else math.nan,
+            "iterations_run": real_its,
+            "iterations_fast_forwarded": skipped,
+            "fast_forward": bool(getattr(self.emu, "fast_forward", None) is None
+                                 or self.emu.fast_forward.enabled),
+            "pace": getattr(self.emu, "pace", None),
+            "clock_rounds": st.get("rounds", 0),
+            "late_steps": st.get("late_steps", 0),
+            "stalls": st.get("stalls", [])[:20],
             "warnings": self.warnings[:50],
         }
 
 
 def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_policy: Policy | None, cfg,
                  faults: Sequence[Fault] = (), on_event=None, on_decisions=None, progress=None,
-                 on_engine: Callable[[EmuBackend], None] | None = None) -> tuple[SimResult, EmuBackend, dict]:
+                 on_engine: Callable[[EmuBackend], None] | None = None) -> tuple[RunResult, EmuBackend, dict]:
     """Run ``jobs`` on an emulated ``cluster`` per the trial's ``emu:`` section ``cfg``
     (:class:`raytestbed.config.EmuConfig`); returns (result, backend, emulation section)."""
+    from raytestbed.emu.clock_service import FastForward
     from raytestbed.emu.cluster import EmuCluster
-    from raytestbed.emu.timescale import suggest_factor
 
-    factor = cfg.time_scale if cfg.time_scale is not None else suggest_factor(cluster)
     policies = [p for p in (policy, network_policy) if p is not None]
-    with EmuCluster(cluster, time_scale=factor, address=cfg.address, mode=cfg.fabric,
-                    worker_pool=getattr(cfg, "worker_pool", True), nic_share=cfg.nic_share) as emu:
-        if emu.pool is not None and cfg.compute == "real":
-            emu.pool.preload_real_compute()  # torch in every GPU host, before the trial clock
-        backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, poll_s=cfg.progress_s,
-                             on_event=on_event, on_decisions=on_decisions, progress=progress)
+    ff = FastForward(**cfg.fast_forward.model_dump())
+    with EmuCluster(cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
+                    gpus_per_actor=cfg.gpus_per_actor) as emu:
+        emu.fast_forward = ff
+        if cfg.compute == "real":
+            emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
+        backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, compute_factor=cfg.compute_factor,
+                             poll_s=cfg.progress_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
         if on_engine is not None:
             on_engine(backend)
         res = backend.run()

@@ -1,4 +1,4 @@
-"""EmuCluster: an emulated GPU cluster on Ray — placement groups, ServerActors, one Fabric actor.
+"""EmuCluster: an emulated GPU cluster on Ray — placement groups, ServerActors, worker pool, one clock actor.
 
 For every emulated server ``m`` a placement group (strategy ``STRICT_PACK``,
 so the whole server lands on one Ray node) holds its GPUs as the custom
@@ -6,33 +6,30 @@ resource ``emu_gpu``: one bundle per *GPU group* of ``gpus_per_actor`` GPUs
 (default 1 GPU per bundle).  Ray places the groups on nodes by their free
 ``emu_gpu`` resources, so on a multi-node cluster the emulated servers
 spread over the real nodes.  A :class:`~raytestbed.emu.server.ServerActor`
-sits in bundle 0; GPU workers are placed with :meth:`EmuCluster.worker_options`, or run
-inside the worker pool's long-lived host actors (:mod:`.pool`, started here, default on).
-Killing a server removes its placement group, which kills every actor placed
-in it (its workers), and tells the fabric to fail its transfers.
+sits in bundle 0; the jobs' GPU workers run inside the worker pool's long-lived
+host actors (:mod:`.pool`), one per GPU group, in the group's bundle.
 
-Units: bandwidths in the core ``Cluster`` are emulated bytes/s; times
-returned by the fabric are emulated seconds (see :mod:`.timescale`).
+The **clock actor** (:mod:`.clock_service`) holds the virtual clock, the fluid
+fabric and the runs; in a trial also the scheduler. Killing a server removes
+its placement group, which kills its host actors (its workers and PS tasks),
+and tells the clock, which fails the runs on it.
+
+Units: bandwidths in the core ``Cluster`` are bytes/s; every time is emulated
+seconds on the virtual clock (docs/emulator.md).
 """
 
 from __future__ import annotations
 
 import math
-import warnings
 
 from raytestbed.core.cluster import Cluster
-from raytestbed.emu.fabric import ServerLostError, fabric_actor_class
+from raytestbed.emu.clock_service import FastForward, clock_actor_class
 from raytestbed.emu.fluid import NIC_SHARES
 from raytestbed.emu.raysession import RaySession
 from raytestbed.emu.server import ServerActor
-from raytestbed.emu.timescale import TimeScale, check_links
-from raytestbed.errors import ConfigError
+from raytestbed.errors import ConfigError, ServerLostError
 
 RESOURCE = "emu_gpu"
-
-
-class FidelityWarning(RuntimeWarning):
-    """The host cannot pace some link at the chosen time scale."""
 
 
 class EmuCluster:
@@ -40,45 +37,37 @@ class EmuCluster:
 
     Args:
         cluster: the core cluster description.
-        time_scale: emulated seconds per wall second (float) or a :class:`TimeScale`.
         address: Ray cluster to attach to (else ``RAY_ADDRESS``, else a local Ray on 127.0.0.1).
-        gpus_per_actor: GPUs per placement-group bundle / host process group (None = 1).
-        mode: fabric clock, ``"paced"`` (wall clock through the time scale) or ``"virtual"``.
-        strict: raise instead of warn when a link is faster than the host can pace.
+        gpus_per_actor: GPUs per placement-group bundle / host process (None = 1).
         auth: Ray token authentication, ``"session"`` | ``"disabled"`` | ``"inherit"`` (raysession.py).
         host: bind address of a local Ray (default 127.0.0.1).
         ready_timeout_s: wall seconds to wait for placement groups and actors (default 60 + 2 per server).
         nic_share: how the fabric shares a NIC: ``"fair"`` (weighted max-min) or ``"reserved"`` (every
             GPU owns NIC / g, A-SRPT's model; :mod:`raytestbed.emu.fluid`).
-        worker_pool: start the worker pool (:mod:`raytestbed.emu.pool`: one long-lived host actor per
-            GPU group plus a monitor host) now, so that starting a job needs no new process; False =
-            every job start creates its own actors (the executors' per-job mode).
+        fast_forward: a :class:`~raytestbed.emu.clock_service.FastForward` (default: on).
+        pace: at most this many emulated seconds per wall second (a live demo); None: unpaced.
         **ray_opts: passed to ``ray.init`` (``num_cpus``, ``object_store_memory``, ...).
     """
 
-    def __init__(self, cluster: Cluster, *, time_scale: float | TimeScale = 1.0, address: str | None = None,
-                 gpus_per_actor: int | None = None, mode: str = "paced", strict: bool = False,
+    def __init__(self, cluster: Cluster, *, address: str | None = None, gpus_per_actor: int | None = None,
                  auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
-                 settle_s: float = 0.005, worker_pool: bool = True, nic_share: str = "fair", **ray_opts) -> None:
+                 nic_share: str = "fair", fast_forward: FastForward | None = None, pace: float | None = None,
+                 **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
 
-        if mode not in ("paced", "virtual"):
-            raise ConfigError(f"emulator: mode must be 'paced' or 'virtual', got {mode!r}")
         if nic_share not in NIC_SHARES:
             raise ConfigError(f"emulator: nic_share must be one of {', '.join(NIC_SHARES)}, got {nic_share!r}")
         self.nic_share = nic_share
         if gpus_per_actor is not None and not (isinstance(gpus_per_actor, int) and gpus_per_actor >= 1):
             raise ConfigError(f"emulator: gpus_per_actor must be an integer >= 1, got {gpus_per_actor!r}")
+        if pace is not None and not (math.isfinite(pace) and pace > 0):
+            raise ConfigError(f"emulator: pace must be a number > 0 (emulated s per wall s), got {pace!r}")
         self.cluster = cluster
-        self.time_scale = time_scale if isinstance(time_scale, TimeScale) else TimeScale(time_scale)
-        self.mode = mode
+        self.pace = pace
         self.gpus_per_actor = gpus_per_actor or 1
-        self.fidelity_warnings: list[str] = []
         if ready_timeout_s is None:
             ready_timeout_s = 60.0 + 2.0 * cluster.num_servers
-        if mode == "paced":
-            self._check_time_scale(strict)
 
         self._session = RaySession.open(address=address, auth=auth, host=host,
                                         resources={RESOURCE: float(cluster.total_gpus)}, **ray_opts)
@@ -88,6 +77,7 @@ class EmuCluster:
         self._alive: set[int] = set(range(cluster.num_servers))
         self._lost_reported: set[int] = set()
         self.pool = None
+        self.clock = None
         try:
             have = ray.cluster_resources().get(RESOURCE, 0.0)
             if have + 1e-9 < cluster.total_gpus:
@@ -118,43 +108,28 @@ class EmuCluster:
             for s in cluster.servers:
                 first = cluster.gpus_of(s.server_id).start
                 a = server_cls.options(scheduling_strategy=self._strategy(s.server_id, 0),
-                                       max_concurrency=10_000).remote(
-                    s.server_id, first, s.gpus, self.time_scale)
+                                       max_concurrency=10_000).remote(s.server_id, first, s.gpus)
                 self.servers.append(a)
-            self.fabric = fabric_actor_class().options(max_concurrency=100_000, num_cpus=0).remote(
-                cluster, self.time_scale, mode, settle_s, nic_share)
-            pings = [a.ping.remote() for a in self.servers] + [self.fabric.ping.remote()]
+            pings = [a.ping.remote() for a in self.servers]
             _, late = ray.wait(pings, num_returns=len(pings), timeout=ready_timeout_s)
             if late:
                 raise ConfigError(
-                    f"emulator: {len(late)} of {len(pings)} actors (servers + fabric) did not start within "
+                    f"emulator: {len(late)} of {len(pings)} server actors did not start within "
                     f"{ready_timeout_s:g} s (host overloaded?); raise ready_timeout_s or emulate fewer servers")
             ray.get(pings)
             self._watch = {a.watch.remote(): m for m, a in enumerate(self.servers)}
-            if worker_pool:
-                from raytestbed.emu.pool import WorkerPool
+            from raytestbed.emu.pool import WorkerPool
 
-                self.pool = WorkerPool(self, ready_timeout_s)
+            self.pool = WorkerPool(self, ready_timeout_s)
+            gpu_hosts = {g: self.pool.host(g) for g in range(cluster.total_gpus)}
+            self.clock = clock_actor_class().options(max_concurrency=100_000).remote(
+                cluster, gpu_hosts, dict(enumerate(self.servers)), nic_share, fast_forward, pace)
+            ray.get(self.clock.ping.remote(), timeout=ready_timeout_s)
         except BaseException:
             self.shutdown()
             raise
 
     # ------------------------------------------------------------ set-up helpers
-    def _check_time_scale(self, strict: bool) -> None:
-        inaccurate, unusable = check_links(self.cluster, self.time_scale)
-        if unusable and strict:
-            raise ConfigError(
-                f"emulator: time_scale {self.time_scale.factor:g} needs wall rates this host cannot pace "
-                f"({'; '.join(unusable[:3])}); use a smaller time_scale (e.g. "
-                f"raytestbed.emu.timescale.suggest_factor) or mode='virtual'")
-        for msg in unusable + inaccurate:
-            self.fidelity_warnings.append(msg)
-        if unusable or inaccurate:
-            warnings.warn(
-                f"emulator: at time_scale {self.time_scale.factor:g} {len(unusable + inaccurate)} link(s) exceed "
-                f"the ~100 MB/s wall rate the host paces within 5% (first: {(unusable + inaccurate)[0]})",
-                FidelityWarning, stacklevel=3)
-
     def _strategy(self, server: int, bundle: int):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -162,10 +137,9 @@ class EmuCluster:
 
     # ------------------------------------------------------------ contract
     def worker_options(self, gpu_id: int) -> dict:
-        """``ActorClass.options(**kw)`` arguments placing a worker of emulated GPU ``gpu_id``.
-
-        The worker takes 1 ``emu_gpu`` from the bundle of ``gpu_id``'s GPU group, on the node
-        that hosts its server, and no CPU; it dies when its server is killed.
+        """``ActorClass.options(**kw)`` arguments placing an actor of emulated GPU ``gpu_id`` (tests,
+        tools): it takes 1 ``emu_gpu`` from the bundle of ``gpu_id``'s GPU group, on the node that
+        hosts its server, and no CPU; it dies when its server is killed.
         """
         return {**self.bundle_options(gpu_id), "resources": {RESOURCE: 1.0}}
 
@@ -202,7 +176,7 @@ class EmuCluster:
         return out
 
     def kill_server(self, m: int) -> None:
-        """Fault injection: server ``m`` dies with its workers; its transfers fail (ServerLostError)."""
+        """Fault injection: server ``m`` dies with its hosts and workers; its runs fail (the clock is told)."""
         import ray
         from ray.util.placement_group import remove_placement_group
 
@@ -211,7 +185,7 @@ class EmuCluster:
         if m not in self._alive:
             return
         self._alive.discard(m)
-        ray.get(self.fabric.fail_server.remote(m))
+        ray.get(self.clock.lose_server.remote(m))
         ray.kill(self.servers[m], no_restart=True)
         remove_placement_group(self._pgs[m])
 
@@ -225,23 +199,14 @@ class EmuCluster:
                  "intra": ("intra",)}.get(direction)
         if sides is None:
             raise ValueError(f"slow_link: direction must be both, egress, ingress or intra, got {direction!r}")
-        ray.get([self.fabric.slow_link.remote((side, m), float(factor)) for side in sides])
-
-    def set_time_scale(self, time_scale: float | TimeScale) -> None:
-        """Change the time scale between runs (a float keeps the emulated clock continuous)."""
-        import ray
-
-        ts = time_scale if isinstance(time_scale, TimeScale) else self.time_scale.rescaled(time_scale)
-        self.time_scale = ts
-        ray.get([self.fabric.set_time_scale.remote(ts)]
-                + [self.servers[m].set_time_scale.remote(ts) for m in self._alive])
+        ray.get([self.clock.slow_link.remote((side, m), float(factor)) for side in sides])
 
     def alive_servers(self) -> set[int]:
         """Servers not killed and not found dead by :meth:`poll_failures`."""
         return set(self._alive)
 
     def poll_failures(self, timeout_s: float = 0.0) -> list[int]:
-        """Servers whose actor died since the last call (killed or crashed); the fabric fails their transfers."""
+        """Servers whose actor died since the last call (killed or crashed); the clock fails their runs."""
         import ray
 
         lost: list[int] = []
@@ -251,18 +216,18 @@ class EmuCluster:
                 m = self._watch.pop(ref)
                 if m in self._alive:  # died by itself
                     self._alive.discard(m)
-                    ray.get(self.fabric.fail_server.remote(m))
+                    ray.get(self.clock.lose_server.remote(m))
         for m in range(self.cluster.num_servers):
             if m not in self._alive and m not in self._lost_reported:
                 self._lost_reported.add(m)
                 lost.append(m)
         return lost
 
-    def fabric_stats(self) -> dict:
-        """``ray.get(fabric.stats.remote())``."""
+    def clock_stats(self) -> dict:
+        """``ray.get(clock.stats.remote())``: emulated now, bytes per job, clock rounds, skipped iterations."""
         import ray
 
-        return ray.get(self.fabric.stats.remote())
+        return ray.get(self.clock.stats.remote())
 
     # ------------------------------------------------------------ life cycle
     def shutdown(self) -> None:
@@ -279,8 +244,8 @@ class EmuCluster:
                     self.pool.shutdown()
                 for a in getattr(self, "servers", []):
                     ray.kill(a, no_restart=True)
-                if getattr(self, "fabric", None) is not None:
-                    ray.kill(self.fabric, no_restart=True)
+                if getattr(self, "clock", None) is not None:
+                    ray.kill(self.clock, no_restart=True)
                 for m, pg in enumerate(self._pgs):
                     try:
                         remove_placement_group(pg)

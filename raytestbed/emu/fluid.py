@@ -1,7 +1,6 @@
 """The fabric's fluid model: transfers grouped into connections, progressed in emulated time.
 
-No Ray, no asyncio: a pure model that both fabric modes (paced and virtual
-time) and :class:`~raytestbed.emu.fabric.LocalFabric` drive.
+No Ray, no asyncio: a pure model that the virtual clock (:mod:`raytestbed.emu.vclock`) drives.
 
 * A **transfer** moves ``nbytes`` bytes from one emulated GPU to another.
 * Transfers of one job and coflow between the same two servers form one

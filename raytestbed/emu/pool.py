@@ -9,15 +9,11 @@ before any trial clock runs,
   placed in that group's placement-group bundle — the node and bundle ``worker_options(gpu)``
   places a per-job worker in, without taking the ``emu_gpu`` resource (so per-job actors can
   still be placed there: ``start_job(..., worker_pool=False)``); it dies with its server;
-* one :class:`MonitorHost` (a sync actor: calls from one caller run in order) for the jobs'
-  monitors, placed anywhere (it never dies with a server).
-
 The parameter-server tasks of a run live in the :class:`~raytestbed.emu.server.ServerActor` of
 their server (a :class:`RunHost` too), so they die with it as well.
 
-Starting a job then only sends RPCs: each host creates the run's objects (``StageWorker``,
-``ParamServer``, ``JobMonitor`` — the same classes, unchanged, that per-job actors run) keyed by
-``(run_key, name)``; the objects talk to each other through :class:`RunProxy` objects, which look
+Starting a run then only sends RPCs (:class:`PoolLauncher`, used by the clock actor): each host
+creates the run's objects (``StageWorker``, ``ParamServer``) keyed by ``(run_key, name)``; the objects talk to each other through :class:`RunProxy` objects, which look
 like actor handles (``proxy.deliver.remote(...)``) and call ``host.call.remote(run_key, name,
 "deliver", ...)``. Every call runs as a task registered under its run key, and
 :meth:`RunHost.drop` cancels them and forgets the objects: preemption kills no process, and a
@@ -158,47 +154,11 @@ class RunHost:
         return os.getpid()
 
 
-class MonitorHost:
-    """Sync host of the runs' ``JobMonitor`` objects (one actor; calls from one caller run in order)."""
-
-    def __init__(self) -> None:
-        self._objs: dict = {}
-
-    def ping(self) -> str:
-        return "monitor"
-
-    def create(self, run_key, name, cls, *args) -> bool:
-        self._objs[(run_key, name)] = cls(*args)
-        return True
-
-    def call(self, run_key, name, method: str, *args):
-        obj = self._objs.get((run_key, name))
-        if obj is None:
-            if method in QUIET:
-                return None
-            raise LookupError(f"run {run_key}: no object {name!r} on the monitor host")
-        return getattr(obj, method)(*args)
-
-    def preload(self, modules: list[str]) -> list[str]:
-        import importlib
-
-        return [importlib.import_module(m).__name__ for m in modules]
-
-    def drop(self, run_key) -> int:
-        gone = [k for k in self._objs if k[0] == run_key]
-        for k in gone:
-            del self._objs[k]
-        return len(gone)
-
-    def runs(self) -> list:
-        return sorted({k[0] for k in self._objs}, key=repr)
-
-
 class WorkerPool:
     """The pool of an EmuCluster: host actors started at once (see the module docstring).
 
-    The GPU hosts import the executors' worker code (``WORKER_MODULES``) and the monitor host the
-    job monitor's (``MONITOR_MODULES``) when the pool starts, so the first job start does not.
+    The GPU hosts import the executors' worker code (``WORKER_MODULES``) when the pool starts, so
+    the first job start does not.
 
     Args:
         emu: the EmuCluster (its placement groups, ServerActors and ``bundle_options``).
@@ -206,7 +166,6 @@ class WorkerPool:
     """
 
     WORKER_MODULES = ("raytestbed.emu.executors.worker",)
-    MONITOR_MODULES = ("raytestbed.emu.executors.job",)
 
     def __init__(self, emu, ready_timeout_s: float) -> None:
         import ray
@@ -221,11 +180,9 @@ class WorkerPool:
             h = self._spawn(grp)
             for g in grp:
                 self._gpu_host[g] = h
-        self.monitor = ray.remote(num_cpus=0)(MonitorHost).options(max_concurrency=1).remote()
         # the executors' code is imported now, not at the first job start (torch only for real compute:
         # see preload_real_compute)
         pings = [h.preload.remote(list(self.WORKER_MODULES)) for h in self.hosts]
-        pings.append(self.monitor.preload.remote(list(self.MONITOR_MODULES)))
         _, late = ray.wait(pings, num_returns=len(pings), timeout=ready_timeout_s)
         if late:
             raise ConfigError(
@@ -249,8 +206,8 @@ class WorkerPool:
 
     @property
     def processes(self) -> int:
-        """Host processes of the pool (GPU hosts + the monitor host)."""
-        return len(self.emu.gpu_groups) + 1
+        """Host processes of the pool (one per GPU group)."""
+        return len(self.emu.gpu_groups)
 
     def host(self, gpu: int):
         """The host actor of emulated GPU ``gpu``; raises ServerLostError if its server was lost."""
@@ -259,41 +216,78 @@ class WorkerPool:
 
     def ps_host(self, server: int):
         """The host of PS tasks on ``server``: its ServerActor."""
-        from raytestbed.emu.fabric import ServerLostError
+        from raytestbed.errors import ServerLostError
 
         if server not in self.emu.alive_servers():
             raise ServerLostError(f"emulator: server {server} was lost")
         return self.emu.server_actor(server)
 
-    def heal(self, gpus, timeout_s: float = 30.0) -> list[int]:
-        """Replace the hosts of ``gpus`` that died by themselves (their server still alive); returns them."""
-        import ray
-
-        groups = {self.emu.group_of(g) for g in gpus}
-        replaced: list[int] = []
-        for grp in groups:
-            h = self._gpu_host[grp[0]]
-            try:
-                ray.get(h.ping.remote(), timeout=timeout_s)
-                continue
-            except ray.exceptions.GetTimeoutError:
-                continue  # alive but busy
-            except Exception:  # dead
-                pass
-            self.emu.bundle_options(grp[0])  # lost server: ServerLostError, no respawn
-            log.warning("worker pool: host of GPUs %s died; starting a new one", grp)
-            new = self._spawn(grp)
-            ray.get(new.preload.remote(list(self.WORKER_MODULES)), timeout=max(timeout_s, 60.0))
-            for g in grp:
-                self._gpu_host[g] = new
-            replaced += list(grp)
-        return replaced
-
     def shutdown(self) -> None:
         import ray
 
-        for a in self.hosts + [self.monitor]:
+        for a in self.hosts:
             try:
                 ray.kill(a, no_restart=True)
             except Exception:
                 pass
+
+
+class PoolLauncher:
+    """Starts and drops runs' participants in the worker pool's hosts (for the clock actor).
+
+    Args:
+        gpu_hosts: the host actor of every emulated GPU.
+        server_hosts: the ServerActor of every server (hosts of PS tasks).
+        clock: the clock actor's handle (the participants' clock).
+    """
+
+    def __init__(self, gpu_hosts: dict, server_hosts: dict, clock) -> None:
+        self.gpu_hosts = dict(gpu_hosts)
+        self.server_hosts = dict(server_hosts)
+        self.clock = clock
+        self._hosts: dict = {}
+
+    async def launch(self, run, start_s: float) -> list:
+        """Create the run's workers and PS tasks (one message per host), connect them, start their
+        loops; returns the loops' refs (they raise if a participant crashed)."""
+        from raytestbed.emu.executors.worker import ParamServer, StageWorker
+        from raytestbed.errors import ServerLostError
+
+        key = run.run_id
+        plan = run.plan
+        for spec in plan.workers:
+            if spec.gpu not in self.gpu_hosts:
+                raise ServerLostError(f"server of GPU {spec.gpu} was lost")
+        for ps in plan.ps:
+            if ps.server not in self.server_hosts:
+                raise ServerLostError(f"server {ps.server} was lost")
+        w_hosts = [self.gpu_hosts[spec.gpu] for spec in plan.workers]
+        p_hosts = [self.server_hosts[ps.server] for ps in plan.ps]
+        workers = [RunProxy(h, key, spec.gpu) for spec, h in zip(plan.workers, w_hosts)]
+        pss = [RunProxy(h, key, ("ps", ps.index)) for ps, h in zip(plan.ps, p_hosts)]
+        peers = {spec.gpu: w for spec, w in zip(plan.workers, workers)}
+        items: dict[int, tuple] = {}
+        for spec, h in zip(plan.workers, w_hosts):
+            items.setdefault(id(h), (h, []))[1].append(
+                (spec.gpu, StageWorker, (spec, self.clock, (key, "w", spec.rank), start_s),
+                 [("connect", (peers, pss))]))
+        for ps, h in zip(plan.ps, p_hosts):
+            items.setdefault(id(h), (h, []))[1].append(
+                (("ps", ps.index), ParamServer, (ps, self.clock, (key, "ps", ps.index), start_s, run.monitor.iterations),
+                 [("connect", (peers,))]))
+        self._hosts[key] = [h for h, _ in items.values()]
+        await asyncio.gather(*(h.setup.remote(key, its) for h, its in items.values()))
+        return [p.run.remote() for p in workers + pss]
+
+    def drop(self, run) -> None:
+        for h in self._hosts.pop(run.run_id, []):
+            try:
+                h.drop.remote(run.run_id)
+            except Exception:  # a host of a lost server
+                pass
+
+    def lose_server(self, server: int, gpus) -> None:
+        """Never launch on ``server`` again."""
+        self.server_hosts.pop(server, None)
+        for g in gpus:
+            self.gpu_hosts.pop(g, None)

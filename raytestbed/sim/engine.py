@@ -33,7 +33,7 @@ import numpy as np
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import JobRecord
-from raytestbed.core.eventcore import P_DONE, EventCore
+from raytestbed.core.eventcore import P_DONE, EventCore, RunResult
 from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
@@ -56,16 +56,8 @@ _EPS_BYTES = 1e-6  # a flow with fewer bytes left is complete
 _EPS_TIME = 1e-12
 
 
-@dataclass
-class SimResult:
-    """Outcome of one simulation."""
-
-    records: list[JobRecord]
-    decision_times_s: np.ndarray
-    events: int
-    end_time_s: float
-    busy_gpu_intervals: list[tuple[int, float, float, int]] = field(default_factory=list)  #: (job, start, end, gpus)
-    iterations_done: dict[int, float] = field(default_factory=dict)  #: job id -> iterations done at the end
+#: the simulator's result is the event core's (one type for both backends)
+SimResult = RunResult
 
 
 @dataclass

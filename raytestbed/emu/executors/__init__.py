@@ -7,12 +7,12 @@
   stage, our own ring (reduce-scatter + all-gather) over the fabric;
 * parameter-server jobs (Parrot): push/pull coflows to PS actors.
 
-Compute modes: ``real`` (run the zoo model's layers) and ``replay`` (hold the
-emulated GPU for the profiled time while moving real bytes).
+Compute modes: ``real`` (run the zoo model's layers, charge their CPU time at the
+emulated GPU's speed) and ``replay`` (charge the profiled time while moving real bytes).
 """
 
-from raytestbed.emu.executors.job import JobRun, real_workers_running, start_job
+from raytestbed.emu.executors.job import JobRun, start_job
 from raytestbed.emu.executors.plan import MODES, JobPlan, PsSpec, WorkerSpec, find_boundaries, plan_job
 
-__all__ = ["JobRun", "start_job", "real_workers_running", "MODES", "JobPlan", "PsSpec", "WorkerSpec",
+__all__ = ["JobRun", "start_job", "MODES", "JobPlan", "PsSpec", "WorkerSpec",
            "find_boundaries", "plan_job"]

@@ -19,6 +19,9 @@ not invalidate saved tensors.
 
 from __future__ import annotations
 
+import statistics
+import time
+
 import numpy as np
 import torch
 from torch.func import functional_call
@@ -33,6 +36,10 @@ def _rows(make, n: int) -> torch.Tensor:
         reps = -(-n // x.shape[0])
         x = torch.cat([x] * reps)[:n]
     return x
+
+
+#: calibrated CPU seconds of one forward + backward, per (model, seed, layers, samples) in this process
+_CALIBRATED: dict[tuple, float] = {}
 
 
 class RealStage:
@@ -59,6 +66,43 @@ class RealStage:
         self._targets = _rows(model.make_target, self.global_batch) if self.last else None
         self._saved: dict[int, tuple] = {}
         self._grads: dict[int, list[torch.Tensor | None]] = {}
+
+        self._model = model
+        self._start = start
+
+    def calibrate(self, repeats: int = 3) -> float:
+        """CPU seconds (this thread) of one forward + backward of this stage on its own shard, alone:
+        the median of ``repeats`` after one warm-up; measured once per process and stage shape."""
+        n = len(self.first_shard()) if self.first else self.global_batch // max(1, self.spec.replicas[self.spec.stage])
+        key = (self.spec.model, self.spec.seed, self.spec.layers, n)
+        if key in _CALIBRATED:
+            return _CALIBRATED[key]
+        idx = torch.arange(n)
+        with torch.no_grad():
+            x = _rows(self._model.make_input, self.global_batch)[idx]
+            if not self.first:
+                x = self._model.stage(0, self._start)(x)
+        targets = self._targets[idx] if self.last else None
+        times = []
+        for _ in range(repeats + 1):
+            inp = x.detach().clone().requires_grad_(not self.first)
+            c0 = time.thread_time()
+            out = self.module(inp)
+            if self.last:
+                self.loss_fn(out, targets).backward()
+            else:
+                out.backward(torch.ones_like(out))
+            times.append(time.thread_time() - c0)
+            self.module.zero_grad(set_to_none=True)
+        _CALIBRATED[key] = statistics.median(times[1:])
+        return _CALIBRATED[key]
+
+    def speed_factor(self) -> float:
+        """Emulated GPU seconds per CPU second: the stage's profiled forward + backward seconds over
+        its calibrated CPU seconds (docs/emulator.md, "Real compute")."""
+        prof = self.spec.profile.fwd_s + self.spec.profile.bwd_s
+        cpu = self.calibrate()
+        return prof / cpu if cpu > 0 else 1.0
 
     @property
     def param_bytes(self) -> int:

@@ -65,6 +65,9 @@ class WorkerSpec:
         ring: GPUs of this stage's replicas in ring order; ring_pos: our position.
         ps_gpus: fabric endpoints of the parameter servers (PS jobs only).
         iterations, start_iteration: iterations to run, index of the first one.
+        compute_factor: real mode: emulated GPU seconds charged per CPU second of this stage's
+            forward and backward; None: calibrated against the stage's profile (docs/emulator.md,
+            "Real compute").
     """
 
     job_id: int
@@ -91,6 +94,7 @@ class WorkerSpec:
     ps_gpus: tuple[int, ...] = ()
     iterations: int = 1
     start_iteration: int = 0
+    compute_factor: float | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -113,6 +117,7 @@ class PsSpec:
     worker_gpus: tuple[int, ...]
     shard_bytes: int
     mode: str
+    start_iteration: int = 0
 
 
 @dataclass(frozen=True)
@@ -264,7 +269,7 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
         for i, m in enumerate(placement.ps_servers):
             ep = ps_endpoint(cluster, m, used)
             used.add(ep)
-            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(h / job.num_ps)), mode))
+            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(h / job.num_ps)), mode, start_iteration))
         workers = [_with_ps(w, tuple(p.gpu for p in ps)) for w in workers]
     return JobPlan(job.job_id, job.comm.value, mode, tuple(workers), tuple(ps), tuple(boundaries), tuple(notes))
 

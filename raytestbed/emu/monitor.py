@@ -1,0 +1,118 @@
+"""Per-run iteration records: the workers' per-mini-batch records become whole iterations.
+
+Each worker of a run hands the clock one record per mini-batch ``(j, rank, t_end, compute_s,
+comm_s, loss, samples, cpu_s)`` (:mod:`raytestbed.emu.executors.worker`). :class:`RunMonitor`
+collects them; when every worker has reported mini-batch ``j`` the iteration is complete: it
+ended when the last worker ended it (``t_end``, emulated seconds), its time is the gap to the
+previous iteration's end (the first counts from the run's start, pipeline fill included), its
+compute and communication times are the largest of any worker, its loss the sample-weighted mean
+of the last stage's replicas (real compute).
+
+It also says when a run is **steady** (fast-forward may skip its iterations): the last
+``window`` iterations all began after the last change of the cluster's configuration and their
+times agree within a relative tolerance.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass
+class IterationRow:
+    """One completed iteration of a run (emulated seconds)."""
+
+    job_id: int
+    iteration: int
+    end_s: float
+    iter_s: float
+    compute_s: float
+    comm_s: float
+    loss: float | None
+    cpu_s: float
+
+    def as_tuple(self) -> tuple:
+        """``(t, iteration, iter_s, compute_s, comm_s, loss, cpu_s)``, what ``iterations.csv`` holds."""
+        return (self.end_s, self.iteration, self.iter_s, self.compute_s, self.comm_s, self.loss, self.cpu_s)
+
+
+@dataclass
+class RunMonitor:
+    """Iterations of one run of a job (module docstring).
+
+    Args:
+        job_id: the job.
+        ranks: workers reporting each mini-batch.
+        iterations: iterations this run performs.
+        start_iteration: the job's iteration count when the run started.
+        start_s: when the run started (emulated s).
+    """
+
+    job_id: int
+    ranks: int
+    iterations: int
+    start_iteration: int
+    start_s: float
+    done: int = 0  #: iterations completed (run for real or fast-forwarded)
+    skipped: int = 0  #: of which fast-forwarded
+    credit: float = 0.0  #: fractional iterations credited by fast-forward, not yet whole
+    last_end: float = field(default=math.nan)
+    rows: list[IterationRow] = field(default_factory=list)
+    _pending: dict = field(default_factory=dict)
+    _next: int = 0
+
+    def __post_init__(self) -> None:
+        self.last_end = self.start_s
+
+    def add(self, rec: tuple) -> list[tuple]:
+        """Take one worker record; returns the iterations it completed as ``(t_end, records)``, in order."""
+        j, rank = int(rec[0]), int(rec[1])
+        self._pending.setdefault(j, {})[rank] = rec
+        out = []
+        while len(self._pending.get(self._next, ())) == self.ranks:
+            recs = list(self._pending.pop(self._next).values())
+            out.append((max(r[2] for r in recs), recs))
+            self._next += 1
+        return out
+
+    def complete(self, t_end: float, recs: list[tuple]) -> IterationRow:
+        """Iteration done at ``t_end`` (the clock's time now): count it and return its row."""
+        losses = [(r[5], r[6]) for r in recs if r[5] is not None]
+        row = IterationRow(
+            job_id=self.job_id, iteration=self.start_iteration + self.done, end_s=t_end,
+            iter_s=t_end - self.last_end, compute_s=max(r[3] for r in recs), comm_s=max(r[4] for r in recs),
+            loss=(sum(l * n for l, n in losses) / max(1, sum(n for _, n in losses))) if losses else None,
+            cpu_s=max(r[7] for r in recs))
+        self.last_end = t_end
+        self.done += 1
+        self.rows.append(row)
+        return row
+
+    @property
+    def finished(self) -> bool:
+        return self.done >= self.iterations
+
+    def steady(self, window: int, tolerance: float, since_s: float) -> float | None:
+        """Mean iteration time of the last ``window`` iterations if the run is steady, else None."""
+        if window < 1 or len(self.rows) < window + 1:  # the first iteration of a run includes fill
+            return None
+        last = self.rows[-window:]
+        if last[0].end_s - last[0].iter_s < since_s - 1e-12:
+            return None
+        times = [r.iter_s for r in last]
+        mean = sum(times) / window
+        if not mean > 0 or (max(times) - min(times)) > tolerance * mean:
+            return None
+        return mean
+
+    def fast_forward(self, dt: float, alpha: float) -> int:
+        """``dt`` emulated seconds were skipped at ``alpha`` s per iteration: credit them; returns
+        whole iterations skipped now (the fraction is carried to the next fast-forward)."""
+        self.credit += dt / alpha
+        n = int(math.floor(self.credit + 1e-9))
+        self.credit -= n
+        self.done += n
+        self.skipped += n
+        self.last_end += dt
+        return n
