@@ -203,9 +203,9 @@ def _check_backend(backend: str) -> None:
 
 
 def _cmd_bench(args) -> int:
-    from raytestbed.emu.bench import main as bench_fabric
+    from raytestbed.emu.bench import main as bench_emu
 
-    return bench_fabric(args.args)
+    return bench_emu(args.args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -264,9 +264,9 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--seed", type=int, default=0)
     pf.set_defaults(fn=_cmd_profile)
 
-    bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric)")
-    bn.add_argument("name", choices=["fabric"], help="which benchmark")
-    bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
+    bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its speed)")
+    bn.add_argument("name", choices=["emu"], help="which benchmark")
+    bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --load 2)")
     bn.set_defaults(fn=_cmd_bench)
 
     pl = sub.add_parser("policies", help="list the available policies")

@@ -19,15 +19,14 @@ whole model), so the 2-server split spends about as long communicating as
 computing; RAR jobs get B_inter = 2 h / C (h = parameter bytes). B_intra =
 20 B_inter.
 
-Compute modes:
+Compute modes (the emulator runs on its virtual clock, fast-forward off so that every
+iteration runs):
 
-* ``replay``: workers hold the emulated GPU for the profiled times; the time
-  scale is chosen per run so that one predicted iteration lasts
-  ``--wall-per-iter`` wall seconds (Ray overheads of a few ms per message then
-  cost a few %).
-* ``real``: workers run the layers; the time scale is 1 (profiled CPU seconds
-  are emulated seconds), so measured compute includes CPU sharing on this host
-  and the per-message Ray overheads are not diluted.
+* ``replay``: workers charge the profiled times;
+* ``real``: workers run the layers and charge their thread CPU time times the stage's
+  speed factor, calibrated per stage against the same profile the model uses
+  (docs/emulator.md, "Real compute"); the residual is what real execution adds
+  (CPU-time variance between iterations, real tensor sizes).
 
 Usage::
 
@@ -86,7 +85,8 @@ def predict(job, cluster: Cluster, placement: Placement) -> float:
     return sjfbco_iteration_time(job, len(placement.servers(cluster)), 0, cluster.nic_bps, cluster.intra_bps)
 
 
-def run_one(preset: str, scenario, mode: str, iterations: int, wall_per_iter: float) -> dict:
+def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
+    from raytestbed.emu.clock_service import FastForward
     from raytestbed.emu.cluster import EmuCluster
     from raytestbed.emu.executors import start_job
 
@@ -98,11 +98,10 @@ def run_one(preset: str, scenario, mode: str, iterations: int, wall_per_iter: fl
                     num_stages=stages if pattern == "pipeline" else None)
     placement = Placement(stage_gpus)
     pred = predict(job, cluster, placement)
-    factor = pred / wall_per_iter if mode == "replay" else 1.0
     warmup = job.num_stages + 1
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        with EmuCluster(cluster, time_scale=factor) as emu:
+        with EmuCluster(cluster, fast_forward=FastForward(enabled=False)) as emu:
             t0 = time.time()
             run = start_job(emu, job, placement, iterations=iterations + warmup, mode=mode)
             ok = run.wait(600)
@@ -114,7 +113,7 @@ def run_one(preset: str, scenario, mode: str, iterations: int, wall_per_iter: fl
     meas = statistics.median(steady)
     return {
         "preset": preset, "placement": name, "pattern": pattern, "mode": mode,
-        "b_inter_MBps": b_inter / 1e6, "time_scale": factor,
+        "b_inter_MBps": b_inter / 1e6,
         "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3, "error": meas / pred - 1.0,
         "compute_ms": statistics.median(r["compute_s"] for r in rows[warmup:]) * 1e3,
         "comm_ms": statistics.median(r["comm_s"] for r in rows[warmup:]) * 1e3,
@@ -138,7 +137,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--modes", default="replay,real")
     ap.add_argument("--scenarios", default="", help="comma-separated indices into the scenario list (default all)")
     ap.add_argument("--iterations", type=int, default=8, help="measured iterations after the warm-up")
-    ap.add_argument("--wall-per-iter", type=float, default=0.6, help="replay: wall seconds per predicted iteration")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args(argv)
 
@@ -151,11 +149,11 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(","):
             for preset in args.presets.split(","):
                 for sc in scen:
-                    r = run_one(preset, sc, mode, args.iterations, args.wall_per_iter)
+                    r = run_one(preset, sc, mode, args.iterations)
                     rows.append(r)
                     print(f"{mode:6s} {preset:13s} {sc[0]:28s} pred {r['predicted_ms']:9.2f} ms  "
                           f"meas {r['measured_ms']:9.2f} ms  err {100 * r['error']:+6.1f}%  "
-                          f"(compute {r['compute_ms']:.2f}, comm {r['comm_ms']:.2f} ms; scale {r['time_scale']:.3g})",
+                          f"(compute {r['compute_ms']:.2f}, comm {r['comm_ms']:.2f} ms; wall {r['wall_s']:.1f} s)",
                           flush=True)
     finally:
         session.close()

@@ -18,10 +18,9 @@ same jobs. Output folder: ``runs.csv`` (every run), ``table.csv`` and ``summary.
 sets, normalised to A-SRPT, beside the paper's numbers) and the per-set compare folders.
 
     .venv/bin/python scripts/reproduce_asrpt_testbed.py --out results/asrpt_testbed \
-        [--sets 3] [--jobs 75] [--compress 0.01] [--time-scale 1.0] [--policies ...] [--backends emu,sim]
+        [--sets 3] [--jobs 75] [--compress 0.01] [--policies ...] [--backends emu,sim]
 
-The paper-size study (3 x 75 jobs x 7 policies) takes hours of wall time on a 2-core host
-(every job start launches one Ray actor per GPU); ``--sets 1 --jobs 20`` is a quick version.
+``--sets 1 --jobs 20`` is a quick version.
 """
 
 from __future__ import annotations
@@ -65,7 +64,7 @@ def trial_dict(k: int, args) -> dict:
         "policy": "asrpt",
         "policy_params": {"asrpt": {"tau": 0.0}, "asrpt-perfect": {"tau": 0.0}},
         "timing": {"mode": "flow"},
-        "emu": {"time_scale": args.time_scale, "compute": "replay"},
+        "emu": {"compute": "replay"},
     }
 
 
@@ -76,7 +75,6 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=75, help="consecutive jobs per set (paper: 75)")
     ap.add_argument("--compress", type=float, default=0.01,
                     help="extra scaling of arrivals and iterations after the paper's 10%% (time compression)")
-    ap.add_argument("--time-scale", type=float, default=1.0, help="emulated seconds per wall second")
     ap.add_argument("--single-gpu-share", type=float, default=0.5,
                     help="share of single-GPU jobs (the trace has ~91%%; the paper's testbed mixes both)")
     ap.add_argument("--models", default="vgg19-cifar,resnet-small,gpt-tiny",
@@ -162,7 +160,7 @@ def main(argv=None) -> int:
         notes.append(f"A-SRPT total JCT below the baselines ({main_b}): {gains.min():.1%} .. {gains.max():.1%} "
                      f"(paper: up to {PAPER['best_gain_vs_baselines']:.0%})")
     text = (f"# A-SRPT testbed study on the emulator\n\n{args.sets} set(s) x {args.jobs} jobs, compress "
-            f"{args.compress}, time scale {args.time_scale}, models {', '.join(args.models)}; "
+            f"{args.compress}, models {', '.join(args.models)}; "
             f"wall {time.perf_counter() - t0:.0f} s.\n\n" + "\n".join(lines) + "\n\n" +
             "\n".join(f"- {n}" for n in notes) + "\n")
     (args.out / "summary.md").write_text(text, encoding="utf-8")

@@ -31,3 +31,28 @@ def small_cluster(servers=2, gpus=4, nic_gbps=10.0, intra_gbs=300.0) -> Cluster:
 def rar_job(job_id=0, arrival=0.0, workers=2, iterations=10, fwd=0.01, bwd=0.02, grad_bytes=100 * MB) -> Job:
     return Job(job_id, arrival, iterations, (Stage(workers, StageProfile(fwd, bwd, 0.0, grad_bytes)),),
                CommPattern.RAR)
+
+
+def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=True, mode="replay", timeout_s=120.0):
+    """A trial on the emulator's clock service with in-process workers (no Ray): returns
+    (result dict of ClockService.result, every event delivered, the service)."""
+    import asyncio
+
+    from raytestbed.emu.clock_service import FastForward, local_service
+
+    async def main():
+        svc = local_service(cluster, fast_forward=FastForward(enabled=fast_forward))
+        await svc.begin_trial(jobs, policies, faults, mode=mode)
+        events = []
+        t0 = asyncio.get_running_loop().time()
+        while True:
+            b = await svc.poll(1.0)
+            events += b.events
+            if b.done:
+                break
+            assert asyncio.get_running_loop().time() - t0 < timeout_s, "in-process emulated trial did not end"
+        res = await svc.result()
+        svc._loop_task.cancel()
+        return res, events, svc
+
+    return asyncio.run(main())

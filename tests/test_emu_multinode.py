@@ -40,7 +40,7 @@ def two_nodes(monkeypatch):
 @pytest.mark.slow
 def test_servers_spread_over_both_nodes_by_resources(two_nodes):
     cluster = Cluster.homogeneous(2, 2, 1.25e9, 300e9)
-    with EmuCluster(cluster, address=two_nodes.address, time_scale=0.01) as emu:
+    with EmuCluster(cluster, address=two_nodes.address) as emu:
         nodes = emu.server_nodes()
         assert len(set(nodes.values())) == 2  # each node has room for one 2-GPU server only
         info = ray.get([emu.server_actor(m).info.remote() for m in range(2)])
@@ -54,5 +54,13 @@ def test_servers_spread_over_both_nodes_by_resources(two_nodes):
         ws = [Worker.options(**emu.worker_options(g)).remote() for g in range(4)]
         got = ray.get([w.node.remote() for w in ws])
         assert got == [nodes[cluster.server_of(g)] for g in range(4)]
-        assert ray.get(emu.fabric.transfer.remote(0, 0, 2, 1e6)) > 0
+        # a job whose two workers sit on different nodes runs on the one virtual clock
+        from raytestbed.core.placement import Placement
+        from raytestbed.core.profile import default_profiles
+        from raytestbed.emu.executors import start_job
+        from raytestbed.traces.jobs import build_job
+
+        run = start_job(emu, build_job(1, 0.0, default_profiles()["mlp-tiny"], 2, "rar", 5), Placement(((0, 2),)),
+                        iterations=5)
+        assert run.wait(120) and run.failure is None and run.iterations_done == 5
     assert not ray.is_initialized() or os.environ.get("RAY_ADDRESS") is None

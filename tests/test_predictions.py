@@ -11,7 +11,6 @@ from conftest import rar_job, small_cluster
 from raytestbed.cli import main
 from raytestbed.core.decisions import DecisionBook, JobRecord
 from raytestbed.core.state import ClusterState
-from raytestbed.emu.scheduler_actor import SchedulerCore
 from raytestbed.predict.iterations import OnlinePredictor
 from raytestbed.results.records import job_rows
 from raytestbed.schedulers.base import Policy, make_policy
@@ -136,16 +135,3 @@ def test_pair_in_the_simulator_records_the_placement_policy_predictions():
     res = Simulator(c, jobs, make_policy("asrpt-perfect"), make_policy("fair", "network"), mode="flow").run()
     assert [r.predicted_iterations for r in res.records] == [j.iterations for j in jobs]
 
-
-def test_emulator_core_records_predictions_at_arrival():
-    """The emulator's scheduler core (no Ray) books predictions the same way."""
-    jobs = [rar_job(0, 0.0, workers=4, iterations=3), rar_job(1, 1.0, workers=4, iterations=8)]
-    core = SchedulerCore(small_cluster(2, 4), jobs, [make_policy("asrpt-perfect", "placement", 0)])
-    core.due(0.0)
-    assert core.records[0].predicted_iterations == 3 and core.records[1].predicted_iterations is None
-    core.due(1.0)
-    assert core.records[1].predicted_iterations == 8
-    assert job_rows([core.records[1]])[0]["predicted_iterations"] == 8
-    core = SchedulerCore(small_cluster(2, 4), jobs, [make_policy("fifo", "placement", 0)])
-    core.due(1.0)
-    assert all(r.predicted_iterations is None for r in core.records.values())

@@ -56,7 +56,7 @@ class RunMonitor:
     start_s: float
     done: int = 0  #: iterations completed (run for real or fast-forwarded)
     skipped: int = 0  #: of which fast-forwarded
-    credit: float = 0.0  #: fractional iterations credited by fast-forward, not yet whole
+    credit: float = 0.0  #: iterations credited by fast-forward beyond the whole ones skipped (-0.5..0.5)
     last_end: float = field(default=math.nan)
     rows: list[IterationRow] = field(default_factory=list)
     _pending: dict = field(default_factory=dict)
@@ -108,9 +108,10 @@ class RunMonitor:
 
     def fast_forward(self, dt: float, alpha: float) -> int:
         """``dt`` emulated seconds were skipped at ``alpha`` s per iteration: credit them; returns
-        whole iterations skipped now (the fraction is carried to the next fast-forward)."""
+        whole iterations skipped now, rounded to the nearest (the rest, positive or negative, is
+        carried to the next fast-forward, so a run is off by at most half an iteration)."""
         self.credit += dt / alpha
-        n = int(math.floor(self.credit + 1e-9))
+        n = int(math.floor(self.credit + 0.5))
         self.credit -= n
         self.done += n
         self.skipped += n

@@ -64,6 +64,12 @@ def remote_call(handle, method: str, *args):
     return fut
 
 
+def _split_sizes(total: int, parts: int) -> list[int]:
+    """Sizes of ``np.array_split`` of ``total`` items into ``parts``."""
+    q, r = divmod(total, parts)
+    return [q + 1] * r + [q] * (parts - r)
+
+
 def _rotated(n: int, start: int) -> list[int]:
     """0..n-1 starting at ``start mod n``: replica r of a stage sends to neighbour r first, so the
     replicas' simultaneous slices go to different receivers (no receiver gets two at once)."""
@@ -85,6 +91,15 @@ class _Participant:
         self.records: list[tuple] = []
         self._mail: dict = {}
         self._waiting: dict = {}
+        self._zeros: dict[int, np.ndarray] = {}
+
+    def _buffer(self, nbytes: int) -> np.ndarray:
+        """A replay payload of ``nbytes`` bytes (zeros, read-only; one per size, reused)."""
+        buf = self._zeros.get(nbytes)
+        if buf is None:
+            buf = self._zeros[nbytes] = np.zeros(int(nbytes), dtype=np.uint8)
+            buf.flags.writeable = False
+        return buf
 
     async def deliver(self, key, data, meta=None) -> None:
         """The bytes of transfer ``key`` (sent by a peer, which also told the clock)."""
@@ -248,7 +263,7 @@ class StageWorker(_Participant):
                     g = sp.next_gpus[r]
                     await self._send_one(g, self._key(g, "act", i, sp.replica), parts[r], {"idx": idxs[r]})
             else:
-                buf = np.zeros(sp.act_out_bytes, dtype=np.uint8)
+                buf = self._buffer(sp.act_out_bytes)
                 for r in _rotated(k_next, sp.replica):
                     g = sp.next_gpus[r]
                     await self._send_one(g, self._key(g, "act", i, sp.replica), buf)
@@ -278,7 +293,7 @@ class StageWorker(_Participant):
                 sizes = self.meta[j]["sizes"]
                 parts = np.split(gin, np.cumsum(sizes)[:-1])
             else:
-                parts = [np.zeros(sp.act_in_bytes, dtype=np.uint8)] * len(sp.prev_gpus)
+                parts = [self._buffer(sp.act_in_bytes)] * len(sp.prev_gpus)
             for q in _rotated(len(sp.prev_gpus), sp.replica):
                 g = sp.prev_gpus[q]
                 await self._send_one(g, self._key(g, "grad", j, sp.replica), parts[q])
@@ -316,8 +331,7 @@ class StageWorker(_Participant):
         if flat is not None:
             chunks = [c.copy() for c in np.array_split(flat, k)]
         else:
-            h = int(sp.profile.param_bytes)
-            chunks = [np.zeros(len(c), dtype=np.uint8) for c in np.array_split(np.empty(h, dtype=np.uint8), k)]
+            chunks = [self._buffer(n) for n in _split_sizes(int(sp.profile.param_bytes), k)]
         coflow = f"job{sp.job_id}:it{sp.start_iteration + j}:ar{sp.stage}"
         for step in range(2 * (k - 1)):
             if step < k - 1:
@@ -346,8 +360,7 @@ class StageWorker(_Participant):
         if flat is not None:
             shards = np.array_split(flat, n)
         else:
-            h = int(sp.profile.param_bytes)
-            shards = [np.zeros(len(c), dtype=np.uint8) for c in np.array_split(np.empty(h, dtype=np.uint8), n)]
+            shards = [self._buffer(m) for m in _split_sizes(int(sp.profile.param_bytes), n)]
         sends = []
         for p in range(n):
             key = self._key(("ps", p), "push", j, sp.rank)
@@ -390,7 +403,7 @@ class ParamServer(_Participant):
                 if sp.mode == "real":
                     out = np.sum(np.stack(shards), axis=0)
                 else:
-                    out = np.zeros(sp.shard_bytes, dtype=np.uint8)
+                    out = self._buffer(sp.shard_bytes)
                 sends = []
                 for g in sp.worker_gpus:
                     key = (self.run_id, g, "pull", j, sp.index)

@@ -1,0 +1,96 @@
+"""``raytestbed bench emu``: does host load bend the emulator's results, and how fast does it run?
+
+Runs one emulated trial twice — on the host as it is, then again beside ``--load`` CPU-bound
+processes (busy loops, one per process) — and compares the two ``jobs.csv`` files job by job:
+first start, finish and JCT (emulated seconds). On the virtual clock replay runs must agree to
+the last digit; real compute charges measured CPU seconds, so they agree within its noise. Also
+printed, side by side: wall seconds and emulated seconds per wall second of both runs.
+
+    raytestbed bench emu [--trial workloads/trials/demo_emu.yaml] [--policy fifo] [--load 2]
+                         [--compute replay|real] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+COLUMNS = ("first_start_s", "finish_s", "jct_s")
+
+
+def _burn() -> None:  # pragma: no cover - runs in a child process until terminated
+    x = 0
+    while True:
+        x = (x * 1103515245 + 12345) % 2147483648
+
+
+def run_trial(trial: Path, policy: str, out: Path, compute: str | None) -> dict:
+    """One emulated run through the CLI's path; returns its summary."""
+    from raytestbed.cli import main
+
+    backend = "emu" if compute is None else f"emu:{compute}"
+    rc = main(["run", str(trial), "--backend", backend, "--policy", policy, "--out", str(out), "--force", "--quiet"])
+    if rc != 0:
+        raise SystemExit(f"bench emu: the run into {out} failed (exit {rc})")
+    return json.loads((out / "summary.json").read_text())
+
+
+def compare(a: Path, b: Path) -> dict:
+    """Per-job differences of two results folders (emulated seconds)."""
+    ja = pd.read_csv(a / "jobs.csv").set_index("job_id")
+    jb = pd.read_csv(b / "jobs.csv").set_index("job_id")
+    out = {"jobs": len(ja), "identical_rows": int(sum(
+        all(repr(ja.loc[j, c]) == repr(jb.loc[j, c]) for c in COLUMNS) for j in ja.index))}
+    for c in COLUMNS:
+        out[f"max_abs_diff_{c}"] = float((ja[c] - jb[c]).abs().max())
+    ta, tb = ja["jct_s"].sum(), jb["jct_s"].sum()
+    out["total_jct_quiet_s"], out["total_jct_loaded_s"] = float(ta), float(tb)
+    out["total_jct_rel_diff"] = float(tb / ta - 1.0)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="raytestbed bench emu", description=__doc__.splitlines()[0])
+    ap.add_argument("--trial", type=Path, default=Path("workloads/trials/demo_emu.yaml"))
+    ap.add_argument("--policy", default="fifo")
+    ap.add_argument("--load", type=int, default=2, help="CPU-bound processes beside the second run")
+    ap.add_argument("--compute", choices=["replay", "real"], default=None, help="override the trial's emu.compute")
+    ap.add_argument("--out", type=Path, default=None, help="keep both results folders here")
+    args = ap.parse_args(argv)
+    if args.load < 0:
+        ap.error("--load must be >= 0")
+    base = args.out or Path(tempfile.mkdtemp(prefix="bench_emu_"))
+    base.mkdir(parents=True, exist_ok=True)
+    quiet, loaded = base / "quiet", base / "loaded"
+    t0 = time.perf_counter()
+    sq = run_trial(args.trial, args.policy, quiet, args.compute)
+    procs = [mp.Process(target=_burn, daemon=True) for _ in range(args.load)]
+    for p in procs:
+        p.start()
+    try:
+        sl = run_trial(args.trial, args.policy, loaded, args.compute)
+    finally:
+        for p in procs:
+            p.terminate()
+    diff = compare(quiet, loaded)
+    eq, el = sq["emulation"], sl["emulation"]
+    print(f"\nbench emu: {args.trial} policy {args.policy}, compute {eq['compute']}, "
+          f"{args.load} CPU-bound processes beside the second run ({time.perf_counter() - t0:.0f} s)")
+    print(f"| run | total JCT (s) | makespan (s) | wall (s) | emulated s / wall s | iterations run | fast-forwarded |")
+    print("|---|---|---|---|---|---|---|")
+    for name, s, e in (("quiet", sq, eq), (f"+{args.load} busy", sl, el)):
+        print(f"| {name} | {s['total_jct_s']:.6f} | {s['makespan_s']:.6f} | {e['wall_s']:.1f} | "
+              f"{e['emulated_s_per_wall_s']:.3g} | {e['iterations_run']} | {e['iterations_fast_forwarded']} |")
+    print(f"\njobs with identical start, finish and JCT (to the last digit): {diff['identical_rows']} of {diff['jobs']}")
+    print("largest per-job difference: " + ", ".join(f"{c} {diff[f'max_abs_diff_{c}']:.3g} s" for c in COLUMNS))
+    print(f"total JCT loaded / quiet - 1: {100 * diff['total_jct_rel_diff']:+.3f} %; "
+          f"wall loaded / quiet: {el['wall_s'] / eq['wall_s']:.2f}")
+    (base / "bench_emu.json").write_text(json.dumps({"quiet": eq, "loaded": el, **diff}, indent=1, default=str))
+    print(f"results: {base}")
+    return 0

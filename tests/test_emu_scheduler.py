@@ -1,0 +1,167 @@
+"""The emulator's scheduler on the virtual clock, in-process (no Ray): the event core drives real
+executor objects; results are checked against the simulator and against themselves."""
+
+import math
+
+import pytest
+
+from conftest import rar_job, run_emulated_in_process, small_cluster
+from raytestbed.core.events import Fault, JobFailed, ServerLost, StartJob, Tick
+from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.core.placement import Placement
+from raytestbed.core.policy import Policy
+from raytestbed.errors import PolicyError
+from raytestbed.schedulers.base import make_policy
+from raytestbed.sim.engine import Simulator
+
+MB = 1e6
+
+
+def _rar_jobs():
+    return [rar_job(0, 0.0, workers=4, iterations=30, grad_bytes=40 * MB),
+            rar_job(1, 0.2, workers=2, iterations=50, grad_bytes=20 * MB),
+            rar_job(2, 0.5, workers=2, iterations=20, grad_bytes=60 * MB),
+            rar_job(3, 1.0, workers=1, iterations=40),
+            rar_job(4, 1.5, workers=4, iterations=25, grad_bytes=10 * MB)]
+
+
+def _finish(res):
+    return {jid: r.finish_s for jid, r in res["records"].items()}
+
+
+def test_rar_trial_matches_the_flow_simulator_per_job():
+    """Ring all-reduce jobs on a fairly shared NIC: the emulator's measured timeline equals the
+    simulator's flow timing (both run the same fluid model; FIFO makes the same decisions)."""
+    cl = small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
+    res, events, _ = run_emulated_in_process(cl, _rar_jobs(), [make_policy("fifo", "placement", 0)],
+                                             fast_forward=False)
+    sim = Simulator(cl, _rar_jobs(), make_policy("fifo", "placement", 0), mode="flow").run()
+    emu = _finish(res)
+    for r in sim.records:
+        assert emu[r.job.job_id] == pytest.approx(r.finish_s, rel=1e-6), r.job.job_id
+    assert res["stats"]["late_steps"] == 0
+
+
+def _long_jobs():
+    """Jobs of a few hundred iterations: where fast-forward is meant to apply."""
+    return [rar_job(0, 0.0, workers=4, iterations=300, grad_bytes=40 * MB),
+            rar_job(1, 0.2, workers=2, iterations=500, grad_bytes=20 * MB),
+            rar_job(2, 5.0, workers=2, iterations=200, grad_bytes=60 * MB),
+            rar_job(3, 10.0, workers=1, iterations=400),
+            rar_job(4, 15.0, workers=4, iterations=250, grad_bytes=10 * MB)]
+
+
+def test_same_trial_twice_gives_identical_times():
+    pol = lambda: [make_policy("fifo", "placement", 0)]  # noqa: E731
+    cl = small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
+    a, _, _ = run_emulated_in_process(cl, _rar_jobs(), pol(), fast_forward=False)
+    b, _, _ = run_emulated_in_process(cl, _rar_jobs(), pol(), fast_forward=False)
+    assert _finish(a) == _finish(b)
+
+
+def test_fast_forward_stays_within_one_percent_of_running_every_iteration():
+    pol = lambda: [make_policy("fifo", "placement", 0)]  # noqa: E731
+    cl = small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
+    a, _, _ = run_emulated_in_process(cl, _long_jobs(), pol(), fast_forward=False)
+    ff, _, _ = run_emulated_in_process(cl, _long_jobs(), pol(), fast_forward=True)
+    skipped = sum(ff["skipped"].values())
+    ran = sum(len(v) for v in ff["measured"].values())
+    assert skipped > 5 * ran  # it applied
+    assert ran + skipped == sum(j.iterations for j in _long_jobs())
+    total = lambda r: sum(x.finish_s - x.job.arrival_s for x in r["records"].values())  # noqa: E731
+    assert total(ff) == pytest.approx(total(a), rel=0.01)
+
+
+def test_pipeline_and_ps_jobs_finish_with_every_iteration_counted():
+    s1 = StageProfile(0.010, 0.020, out_bytes=8 * MB, param_bytes=10 * MB)
+    s2 = StageProfile(0.010, 0.020, out_bytes=0.0, param_bytes=5 * MB)
+    jobs = [Job(0, 0.0, 40, (Stage(2, s1), Stage(2, s2)), CommPattern.PIPELINE),
+            Job(1, 0.1, 30, (Stage(2, StageProfile(0.01, 0.02, 0.0, 20 * MB)),), CommPattern.PS, num_ps=1)]
+    res, events, _ = run_emulated_in_process(small_cluster(2, 4), jobs, [make_policy("fifo", "placement", 0)])
+    assert all(not math.isnan(r.finish_s) for r in res["records"].values())
+    for j in jobs:
+        assert len(res["measured"][j.job_id]) + res["skipped"][j.job_id] == j.iterations
+
+
+def test_a_killed_server_fails_its_jobs_and_every_job_is_still_accounted_for():
+    jobs = [rar_job(0, 0.0, workers=4, iterations=200), rar_job(1, 0.0, workers=4, iterations=200),
+            rar_job(2, 0.5, workers=2, iterations=50)]
+    res, events, _ = run_emulated_in_process(small_cluster(2, 4), jobs, [make_policy("fifo", "placement", 0)],
+                                             faults=[Fault("kill_server", 0, 1.0)])
+    lost = [e for e in events if isinstance(e, ServerLost)]
+    assert len(lost) == 1 and lost[0].time == 1.0
+    failed = {e.job_id for e in events if isinstance(e, JobFailed)}
+    assert failed and all(res["records"][j].failures == 1 for j in failed)
+    assert all(not math.isnan(r.finish_s) for r in res["records"].values())  # re-run on server 1
+    for j in jobs:  # progress before the failure is kept, nothing is counted twice
+        assert res["iterations_done"][j.job_id] == j.iterations
+
+
+class _PreemptOnce(Policy):
+    """FIFO that preempts job 0 at the first tick after 1 s and restarts it at the next."""
+
+    name, role, description = "preempt-once", "placement", "test"
+
+    def __init__(self):
+        super().__init__()
+        self.tick_interval_s = 0.5
+        self.state = "run"
+
+    def on_event(self, event, view):
+        if isinstance(event, Tick) and event.time >= 1.0 and self.state == "run" and 0 in view.running:
+            from raytestbed.core.events import Preempt
+
+            self.state = "stopped"
+            return [Preempt(0)]
+        if isinstance(event, Tick) and self.state == "stopped" and 0 in view.pending:
+            self.state = "done"
+            return [StartJob(0, Placement(((0, 1),)))]
+        if self.state == "run" and 0 in view.pending and view.free_count[0] >= 2:
+            return [StartJob(0, Placement(((0, 1),)))]
+        return []
+
+
+def test_a_preempted_job_keeps_its_completed_iterations():
+    jobs = [rar_job(0, 0.0, workers=2, iterations=100)]
+    res, events, _ = run_emulated_in_process(small_cluster(2, 4), jobs, [_PreemptOnce()], fast_forward=False)
+    rec = res["records"][0]
+    assert rec.preemptions == 1 and not math.isnan(rec.finish_s)
+    assert len(res["measured"][0]) == 100  # every iteration ran exactly once across the two runs
+    its = [r[1] for r in res["measured"][0]]
+    assert its == list(range(100))
+
+
+class _Bad(Policy):
+    name, role, description = "bad", "placement", "test"
+
+    def on_event(self, event, view):
+        return [StartJob(99, Placement(((0,),)))]
+
+
+def test_an_invalid_decision_is_a_policy_error():
+    with pytest.raises(PolicyError, match="99"):
+        run_emulated_in_process(small_cluster(1, 2), [rar_job(0, 0.0, workers=1, iterations=2)], [_Bad()])
+
+
+class _Never(Policy):
+    name, role, description = "never", "placement", "test"
+
+    def __init__(self):
+        super().__init__()
+        self.tick_interval_s = 1.0
+
+    def on_event(self, event, view):
+        return []
+
+
+def test_a_trial_whose_jobs_can_never_start_ends():
+    res, _, _ = run_emulated_in_process(small_cluster(1, 2), [rar_job(0, 0.0, workers=1, iterations=2)], [_Never()])
+    assert math.isnan(res["records"][0].finish_s)
+
+
+def test_predictions_are_recorded_at_arrival():
+    jobs = [rar_job(0, 0.0, workers=4, iterations=3), rar_job(1, 1.0, workers=4, iterations=8)]
+    res, _, _ = run_emulated_in_process(small_cluster(2, 4), jobs, [make_policy("asrpt-perfect", "placement", 0)])
+    assert res["records"][0].predicted_iterations == 3 and res["records"][1].predicted_iterations == 8
+    res, _, _ = run_emulated_in_process(small_cluster(2, 4), jobs, [make_policy("fifo", "placement", 0)])
+    assert all(r.predicted_iterations is None for r in res["records"].values())
