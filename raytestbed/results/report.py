@@ -1,7 +1,8 @@
 """A Markdown report per results folder, with matplotlib PNGs.
 
 For a ``run`` folder: summary table, JCT CDF, GPU utilisation over time, per-job
-Gantt chart of GPU holding intervals, decision-latency histogram. For a ``compare``
+Gantt chart of GPU holding intervals, decision-latency histogram, and (emulated runs
+with real compute) each job's training loss per iteration. For a ``compare``
 folder: the comparison table and bars, JCT CDFs of all policies on one plot, and
 each policy's own report in its sub-folder.
 """
@@ -117,6 +118,7 @@ def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int 
     fig.savefig(folder / "decision_latency.png", dpi=100)
     plt.close(fig)
 
+    loss_section = _loss_plot(folder)
     table = pd.DataFrame([{k: summary.get(k) for k in SUMMARY_ROWS if k in summary}])
     text = f"""# Report: {summary.get('trial', '')} — {name}
 
@@ -137,10 +139,42 @@ returned decisions.
 
 ## Decision latency
 ![Decision latency](decision_latency.png)
-"""
+{loss_section}"""
     out = folder / "report.md"
     out.write_text(text, encoding="utf-8")
     return out
+
+
+def _loss_plot(folder: Path, max_jobs: int = 24) -> str:
+    """``loss.png`` (training loss per iteration, one line per job) from ``iterations.csv``; returns the
+    report section, or "" when no iteration carries a loss (replay, or the simulator)."""
+    path = folder / "iterations.csv"
+    if not path.exists():
+        return ""
+    it = pd.read_csv(path)
+    if "loss" not in it.columns or not it["loss"].notna().any():
+        return ""
+    it = it[it["loss"].notna()]
+    jobs = sorted(it["job_id"].unique())
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for jid in jobs[:max_jobs]:
+        sub = it[it["job_id"] == jid].sort_values("iteration")
+        ax.plot(sub["iteration"], sub["loss"], lw=1, label=f"job {jid}")
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("training loss")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    if len(jobs) <= 12:
+        ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(folder / "loss.png", dpi=100)
+    plt.close(fig)
+    first = it.sort_values("iteration").groupby("job_id")["loss"].first()
+    last = it.sort_values("iteration").groupby("job_id")["loss"].last()
+    falling = int((last < first).sum())
+    return (f"\n## Training loss (real compute)\nLoss fell from the first to the last iteration that ran in "
+            f"{falling} of {len(jobs)} jobs (iterations skipped by fast-forward are not trained).\n\n"
+            f"![Training loss](loss.png)\n")
 
 
 def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
