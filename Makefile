@@ -15,7 +15,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: $(STAMP)
-	$(VENV)/bin/raytestbed compare workloads/trials/demo_emu.yaml --policies asrpt,fifo --backend emu --out results/demo --force
+	$(VENV)/bin/raytestbed compare workloads/trials/demo_emu.yaml --policies asrpt,fifo --backend emu:real --out results/demo --force
 
 test: $(STAMP)
 	$(PY) -m pytest

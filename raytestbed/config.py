@@ -107,8 +107,9 @@ class FastForwardConfig(_Strict):
     """``emu.fast_forward``: skipping steady iterations (docs/emulator.md, "Fast-forward")."""
 
     enabled: bool = Field(True, description="skip steady iterations up to the next event that can change their rate")
-    window: PositiveInt = Field(3, description="iterations whose times must agree after the last change")
-    tolerance: NonNegativeFloat = Field(0.02, description="largest relative spread of those times, (max-min)/mean")
+    window: PositiveInt = Field(4, description="iterations per window: the mean times of the last two windows "
+                                "(after the last change) must agree")
+    tolerance: NonNegativeFloat = Field(0.02, description="their largest relative difference")
     min_iterations: PositiveInt = Field(4, description="skip only when every run can skip at least this many")
     margin: NonNegativeInt = Field(2, description="iterations each run keeps to run for real before its end")
 
@@ -132,6 +133,9 @@ class EmuConfig(_Strict):
         None, description="at most this many emulated seconds per wall second (a live demo at human speed); "
         "default: as fast as the host runs. Results do not depend on it")
     address: str | None = Field(None, description="Ray cluster address to attach to (default: start a local Ray)")
+    replay_payload_bytes: NonNegativeInt | None = Field(
+        1 << 20, description="replay: the largest buffer that really moves through Ray per transfer (null: the "
+        "profiled size); the fabric charges the profiled size either way, so emulated times do not change")
     gpus_per_actor: PositiveInt | None = Field(
         None, description="emulated GPUs per worker-pool host process (default 1)")
     progress_s: PositiveFloat = Field(1.0, description="wall seconds between the driver's progress polls")

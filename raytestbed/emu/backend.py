@@ -212,7 +212,7 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
     policies = [p for p in (policy, network_policy) if p is not None]
     ff = FastForward(**cfg.fast_forward.model_dump())
     with EmuCluster(cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
-                    gpus_per_actor=cfg.gpus_per_actor) as emu:
+                    gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes) as emu:
         emu.fast_forward = ff
         if cfg.compute == "real":
             emu.pool.preload_real_compute()  # torch in every GPU host, before the trial

@@ -56,20 +56,25 @@ from raytestbed.emu.vclock import RUN_KINDS, Send, VirtualClock, Wake
 log = logging.getLogger(__name__)
 
 
+#: replay: bytes that really move per transfer at most (the fluid model charges the profiled size)
+DEFAULT_REPLAY_PAYLOAD = 1 << 20
+
+
 @dataclass(frozen=True)
 class FastForward:
     """When steady iterations may be skipped (docs/emulator.md, "Fast-forward").
 
     Attributes:
         enabled: skip at all.
-        window: iterations whose times must agree (after the last configuration change).
-        tolerance: their largest relative spread, (max - min) / mean.
+        window: iterations per window; the mean times of the last two windows (all after the last
+            configuration change) must agree.
+        tolerance: their largest relative difference.
         min_iterations: skip only when every run can skip at least this many iterations.
         margin: iterations each run keeps to run for real before its end (plus its pipeline depth).
     """
 
     enabled: bool = True
-    window: int = 3
+    window: int = 4
     tolerance: float = 0.02
     min_iterations: int = 4
     margin: int = 2
@@ -115,12 +120,15 @@ class ClockService:
         pace: emulated seconds per wall second at most (a live demo at human speed); None: as
             fast as the host runs (results are the same either way).
         watchdog_s: wall seconds without progress before the runnable participants are logged.
+        replay_payload_bytes: replay: the largest buffer that really moves per transfer (None: the
+            profiled size); the fluid model charges the profiled size either way.
     """
 
     def __init__(self, cluster: Cluster, launcher=None, nic_share: str = "fair",
                  fast_forward: FastForward | None = None, pace: float | None = None,
-                 watchdog_s: float = 120.0) -> None:
+                 watchdog_s: float = 120.0, replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD) -> None:
         self.cluster = cluster
+        self.replay_payload_bytes = replay_payload_bytes
         self.launcher = launcher
         self.ff = fast_forward or FastForward()
         self.pace = pace
@@ -172,10 +180,12 @@ class ClockService:
         run_id = (job.job_id, self._run_count)
         plan = plan_job(job, placement, self.cluster, iterations=iterations, mode=mode,
                         start_iteration=start_iteration, profile=profile)
-        if compute_factor is not None:
-            from dataclasses import replace
+        from dataclasses import replace
 
-            plan = replace(plan, workers=tuple(replace(w, compute_factor=float(compute_factor)) for w in plan.workers))
+        cf = None if compute_factor is None else float(compute_factor)
+        cap = self.replay_payload_bytes
+        plan = replace(plan, workers=tuple(replace(w, compute_factor=cf, replay_payload_bytes=cap) for w in plan.workers),
+                       ps=tuple(replace(p, replay_payload_bytes=cap) for p in plan.ps))
         pids = [(run_id, "w", w.rank) for w in plan.workers] + [(run_id, "ps", p.index) for p in plan.ps]
         mon = RunMonitor(job.job_id, len(plan.workers), iterations, start_iteration, self.clock.now)
         run = Run(run_id, job, placement, plan, mon, pids, self.clock.now)
@@ -700,14 +710,15 @@ class ClockActor(ClockService):
 
     def __init__(self, cluster: Cluster, gpu_hosts: dict, server_hosts: dict, nic_share: str = "fair",
                  fast_forward: FastForward | None = None, pace: float | None = None,
-                 watchdog_s: float = 120.0) -> None:
+                 watchdog_s: float = 120.0, replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD) -> None:
         import ray
 
         from raytestbed.emu.pool import PoolLauncher
 
         me = ray.get_runtime_context().current_actor
         super().__init__(cluster, PoolLauncher(gpu_hosts, server_hosts, me), nic_share=nic_share,
-                         fast_forward=fast_forward, pace=pace, watchdog_s=watchdog_s)
+                         fast_forward=fast_forward, pace=pace, watchdog_s=watchdog_s,
+                         replay_payload_bytes=replay_payload_bytes)
 
     async def lose_server(self, server: int) -> None:
         """``server`` was killed (or died): never launch there again; its runs fail now."""

@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 
 from raytestbed.core.cluster import Cluster
-from raytestbed.emu.clock_service import FastForward, clock_actor_class
+from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD, FastForward, clock_actor_class
 from raytestbed.emu.fluid import NIC_SHARES
 from raytestbed.emu.raysession import RaySession
 from raytestbed.emu.server import ServerActor
@@ -46,13 +46,15 @@ class EmuCluster:
             GPU owns NIC / g, A-SRPT's model; :mod:`raytestbed.emu.fluid`).
         fast_forward: a :class:`~raytestbed.emu.clock_service.FastForward` (default: on).
         pace: at most this many emulated seconds per wall second (a live demo); None: unpaced.
+        replay_payload_bytes: replay: the largest buffer that really moves per transfer (None: the
+            profiled size; default 1 MiB); emulated times do not depend on it.
         **ray_opts: passed to ``ray.init`` (``num_cpus``, ``object_store_memory``, ...).
     """
 
     def __init__(self, cluster: Cluster, *, address: str | None = None, gpus_per_actor: int | None = None,
                  auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
                  nic_share: str = "fair", fast_forward: FastForward | None = None, pace: float | None = None,
-                 **ray_opts) -> None:
+                 replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD, **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
 
@@ -123,7 +125,8 @@ class EmuCluster:
             self.pool = WorkerPool(self, ready_timeout_s)
             gpu_hosts = {g: self.pool.host(g) for g in range(cluster.total_gpus)}
             self.clock = clock_actor_class().options(max_concurrency=100_000).remote(
-                cluster, gpu_hosts, dict(enumerate(self.servers)), nic_share, fast_forward, pace)
+                cluster, gpu_hosts, dict(enumerate(self.servers)), nic_share, fast_forward, pace,
+                replay_payload_bytes=replay_payload_bytes)
             ray.get(self.clock.ping.remote(), timeout=ready_timeout_s)
         except BaseException:
             self.shutdown()

@@ -8,9 +8,12 @@ previous iteration's end (the first counts from the run's start, pipeline fill i
 compute and communication times are the largest of any worker, its loss the sample-weighted mean
 of the last stage's replicas (real compute).
 
-It also says when a run is **steady** (fast-forward may skip its iterations): the last
-``window`` iterations all began after the last change of the cluster's configuration and their
-times agree within a relative tolerance.
+It also says when a run is **steady** (fast-forward may skip its iterations): its last
+``2 x window`` iterations all began after the last change of the cluster's configuration, and the
+mean iteration time of the last ``window`` agrees with that of the ``window`` before within a
+relative tolerance. Means of windows, not single iterations: a pipeline's iteration times may
+repeat with a period of a few iterations (its stages' all-reduce rounds interleave), and such a
+run is steady too.
 """
 
 from __future__ import annotations
@@ -94,15 +97,17 @@ class RunMonitor:
         return self.done >= self.iterations
 
     def steady(self, window: int, tolerance: float, since_s: float) -> float | None:
-        """Mean iteration time of the last ``window`` iterations if the run is steady, else None."""
-        if window < 1 or len(self.rows) < window + 1:  # the first iteration of a run includes fill
+        """Mean iteration time of the last ``2 x window`` iterations if the run is steady, else None."""
+        n = 2 * window
+        if window < 1 or len(self.rows) < n + 1:  # the first iteration of a run includes fill
             return None
-        last = self.rows[-window:]
+        last = self.rows[-n:]
         if last[0].end_s - last[0].iter_s < since_s - 1e-12:
             return None
-        times = [r.iter_s for r in last]
-        mean = sum(times) / window
-        if not mean > 0 or (max(times) - min(times)) > tolerance * mean:
+        a = sum(r.iter_s for r in last[:window]) / window
+        b = sum(r.iter_s for r in last[window:]) / window
+        mean = (a + b) / 2
+        if not mean > 0 or abs(a - b) > tolerance * mean:
             return None
         return mean
 

@@ -68,6 +68,8 @@ class WorkerSpec:
         compute_factor: real mode: emulated GPU seconds charged per CPU second of this stage's
             forward and backward; None: calibrated against the stage's profile (docs/emulator.md,
             "Real compute").
+        replay_payload_bytes: replay: the largest buffer that really moves for a transfer (None: the
+            full profiled size); the fluid model charges the profiled size either way.
     """
 
     job_id: int
@@ -95,6 +97,7 @@ class WorkerSpec:
     iterations: int = 1
     start_iteration: int = 0
     compute_factor: float | None = None
+    replay_payload_bytes: int | None = None
 
     @property
     def key(self) -> tuple[int, int]:
@@ -118,6 +121,7 @@ class PsSpec:
     shard_bytes: int
     mode: str
     start_iteration: int = 0
+    replay_payload_bytes: int | None = None
 
 
 @dataclass(frozen=True)

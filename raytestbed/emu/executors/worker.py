@@ -28,8 +28,8 @@ CPU seconds times the stage's speed factor (``WorkerSpec.compute_factor``,
 emulated GPU seconds per CPU second), so CPU sharing between workers cannot
 inflate it.
 
-Data. The real bytes (numpy buffers: real tensors, or buffers of the profiled
-size in replay) go to the receiver in a direct call (:meth:`deliver`), not through
+Data. The real bytes (numpy buffers: the real tensors; in replay, zeros standing
+for the profiled size, at most ``replay_payload_bytes``) go to the receiver in a direct call (:meth:`deliver`), not through
 the clock; the receiver, woken when the fluid model says the flow arrived, waits
 for them in wall time while it is still runnable, which holds the clock.
 
@@ -94,7 +94,10 @@ class _Participant:
         self._zeros: dict[int, np.ndarray] = {}
 
     def _buffer(self, nbytes: int) -> np.ndarray:
-        """A replay payload of ``nbytes`` bytes (zeros, read-only; one per size, reused)."""
+        """A replay payload standing for ``nbytes`` bytes: zeros, read-only, one per size, reused; at
+        most ``payload_cap`` bytes (the fluid model charges ``nbytes`` whatever moves)."""
+        cap = getattr(self.spec, "replay_payload_bytes", None)
+        nbytes = int(nbytes if cap is None else min(nbytes, cap))
         buf = self._zeros.get(nbytes)
         if buf is None:
             buf = self._zeros[nbytes] = np.zeros(int(nbytes), dtype=np.uint8)
@@ -182,10 +185,13 @@ class StageWorker(_Participant):
     def _key(self, dst, kind: str, i, src: int) -> tuple:
         return (self.run_id, dst, kind, i, src)
 
-    async def _send_one(self, dst_gpu: int, key: tuple, payload: np.ndarray, meta=None, coflow=None) -> None:
-        """Hand ``payload`` to the worker on ``dst_gpu`` and block until its flow arrived."""
+    async def _send_one(self, dst_gpu: int, key: tuple, payload: np.ndarray, meta=None, coflow=None,
+                        nbytes: int | None = None) -> None:
+        """Hand ``payload`` to the worker on ``dst_gpu`` and block until its flow of ``nbytes`` bytes
+        (default: the payload's size) arrived."""
         remote_call(self.peers[dst_gpu], "deliver", key, payload, meta)
-        await self._step(sends=[Send(key, self.spec.job_id, self.spec.gpu, dst_gpu, payload.nbytes, coflow)])
+        n = payload.nbytes if nbytes is None else nbytes
+        await self._step(sends=[Send(key, self.spec.job_id, self.spec.gpu, dst_gpu, n, coflow)])
 
     async def _receive(self, keys: list) -> list:
         """Wait for the inbound transfers ``keys``; hold the GPU for each one's flow time (eq. 5);
@@ -266,7 +272,7 @@ class StageWorker(_Participant):
                 buf = self._buffer(sp.act_out_bytes)
                 for r in _rotated(k_next, sp.replica):
                     g = sp.next_gpus[r]
-                    await self._send_one(g, self._key(g, "act", i, sp.replica), buf)
+                    await self._send_one(g, self._key(g, "act", i, sp.replica), buf, nbytes=sp.act_out_bytes)
             a["comm"] += self.t - t0
 
     async def _backward(self, j: int) -> None:
@@ -292,11 +298,13 @@ class StageWorker(_Participant):
             if sp.mode == "real":
                 sizes = self.meta[j]["sizes"]
                 parts = np.split(gin, np.cumsum(sizes)[:-1])
+                nbytes = [x.nbytes for x in parts]
             else:
                 parts = [self._buffer(sp.act_in_bytes)] * len(sp.prev_gpus)
+                nbytes = [sp.act_in_bytes] * len(sp.prev_gpus)
             for q in _rotated(len(sp.prev_gpus), sp.replica):
                 g = sp.prev_gpus[q]
-                await self._send_one(g, self._key(g, "grad", j, sp.replica), parts[q])
+                await self._send_one(g, self._key(g, "grad", j, sp.replica), parts[q], nbytes=nbytes[q])
             a["comm"] += self.t - t0
         self.meta.pop(j, None)
         # gradient synchronisation
@@ -330,8 +338,10 @@ class StageWorker(_Participant):
         prv_pos = (pos - 1) % k
         if flat is not None:
             chunks = [c.copy() for c in np.array_split(flat, k)]
+            sizes = [c.nbytes for c in chunks]
         else:
-            chunks = [self._buffer(n) for n in _split_sizes(int(sp.profile.param_bytes), k)]
+            sizes = _split_sizes(int(sp.profile.param_bytes), k)
+            chunks = [self._buffer(n) for n in sizes]
         coflow = f"job{sp.job_id}:it{sp.start_iteration + j}:ar{sp.stage}"
         for step in range(2 * (k - 1)):
             if step < k - 1:
@@ -342,7 +352,7 @@ class StageWorker(_Participant):
             out_key = self._key(nxt, "ar", (j, step), pos)
             in_key = self._key(sp.gpu, "ar", (j, step), prv_pos)
             remote_call(self.peers[nxt], "deliver", out_key, chunks[send_i], None)
-            await self._step(sends=[Send(out_key, sp.job_id, sp.gpu, nxt, chunks[send_i].nbytes, coflow)],
+            await self._step(sends=[Send(out_key, sp.job_id, sp.gpu, nxt, sizes[send_i], coflow)],
                              recvs=[in_key])
             data, _ = await self._data(in_key)
             if flat is not None:
@@ -359,13 +369,15 @@ class StageWorker(_Participant):
         it = sp.start_iteration + j
         if flat is not None:
             shards = np.array_split(flat, n)
+            sizes = [x.nbytes for x in shards]
         else:
-            shards = [self._buffer(m) for m in _split_sizes(int(sp.profile.param_bytes), n)]
+            sizes = _split_sizes(int(sp.profile.param_bytes), n)
+            shards = [self._buffer(m) for m in sizes]
         sends = []
         for p in range(n):
             key = self._key(("ps", p), "push", j, sp.rank)
             remote_call(self.ps[p], "deliver", key, shards[p], None)
-            sends.append(Send(key, sp.job_id, sp.gpu, sp.ps_gpus[p], shards[p].nbytes, f"job{sp.job_id}:it{it}:push"))
+            sends.append(Send(key, sp.job_id, sp.gpu, sp.ps_gpus[p], sizes[p], f"job{sp.job_id}:it{it}:push"))
         await self._step(sends=sends)
         keys = [self._key(sp.gpu, "pull", j, p) for p in range(n)]
         await self._step(recvs=keys)
@@ -402,13 +414,14 @@ class ParamServer(_Participant):
                 shards = [(await self._data(k))[0] for k in keys]
                 if sp.mode == "real":
                     out = np.sum(np.stack(shards), axis=0)
+                    nbytes = out.nbytes
                 else:
-                    out = self._buffer(sp.shard_bytes)
+                    out, nbytes = self._buffer(sp.shard_bytes), sp.shard_bytes
                 sends = []
                 for g in sp.worker_gpus:
                     key = (self.run_id, g, "pull", j, sp.index)
                     remote_call(self.workers[g], "deliver", key, out, None)
-                    sends.append(Send(key, sp.job_id, sp.gpu, g, out.nbytes,
+                    sends.append(Send(key, sp.job_id, sp.gpu, g, nbytes,
                                       f"job{sp.job_id}:it{sp.start_iteration + j}:pull"))
                 await self._step(sends=sends)
                 j += 1
