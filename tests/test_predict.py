@@ -140,5 +140,6 @@ def test_holdout_errors_split_the_window_in_order():
     assert [(r["train_jobs"], r["test_jobs"]) for r in rows] == [(8, 2), (8, 2)]
     assert rows[0]["unseen_share"] == 0.5  # group b is not in the first 8
     assert rows[0]["mae_iterations"] == pytest.approx((50 + 30) / 2)
+    assert rows[0]["mae_seen_iterations"] == pytest.approx(30)  # group a only
     with pytest.raises(ValueError):
         holdout_errors(window, train_share=1.0)

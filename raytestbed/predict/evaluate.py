@@ -24,10 +24,12 @@ EVAL_PREDICTORS = ("rf", "rf-features", "median", "mean", "last20")
 
 def prediction_errors(train: Sequence[Job], test: Sequence[Job], seed: int = 0,
                       kinds: Sequence[str] = EVAL_PREDICTORS) -> list[dict]:
-    """One row per predictor: MAE |n - ñ| (iterations), exact-hit share, unseen-group share, set sizes."""
+    """One row per predictor: MAE |n - ñ| (iterations) over all test jobs and over those of groups seen in
+    training (``mae_seen_iterations``), median absolute error, exact-hit share, unseen-group share, set sizes."""
     truth = np.array([j.iterations for j in test], dtype=float)
     seen = {j.group for j in train}
-    unseen = float(np.mean([j.group not in seen for j in test])) if len(test) else float("nan")
+    known = np.array([j.group in seen for j in test], dtype=bool)
+    unseen = float(np.mean(~known)) if len(test) else float("nan")
     out = []
     for kind in kinds:
         p = make_predictor(kind, seed)
@@ -36,6 +38,7 @@ def prediction_errors(train: Sequence[Job], test: Sequence[Job], seed: int = 0,
         err = np.abs(pred - truth)
         out.append(dict(predictor=kind, mae_iterations=float(err.mean()) if err.size else float("nan"),
                         median_ae_iterations=float(np.median(err)) if err.size else float("nan"),
+                        mae_seen_iterations=float(err[known].mean()) if known.any() else float("nan"),
                         exact_share=float(np.mean(err == 0)) if err.size else float("nan"),
                         unseen_share=unseen, train_jobs=len(train), test_jobs=len(test)))
     return out
