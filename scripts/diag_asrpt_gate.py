@@ -13,6 +13,7 @@ contribute most to A-SRPT's queueing above A-SRPT-Perfect's, with the virtual lo
 over its arrival span with the predicted and with the true iteration counts.
 
     PYTHONPATH=. .venv/bin/python scripts/diag_asrpt_gate.py workloads/trials/asrpt_aaic_paper.yaml --seed 3
+    PYTHONPATH=. .venv/bin/python scripts/diag_asrpt_gate.py --workload google --n 1500 --seed 1   # a reproduce_asrpt point
 """
 
 from __future__ import annotations
@@ -61,10 +62,34 @@ def simulate(loaded, name: str, seed: int) -> tuple[pd.DataFrame, AsrptPolicy | 
     kind = wl.pop("kind")
     jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where="diag: workload")
     params = with_workload_history(name, trial.policy_params.get(name, {}), jobs)
+    model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
+    return simulate_jobs(cluster, jobs, name, seed, params, model)
+
+
+def reproduce_point(a) -> tuple:
+    """(cluster, jobs, history) of one point of scripts/reproduce_asrpt.py (its make_jobset, same seed)."""
+    import sys
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import reproduce_asrpt as R
+    from raytestbed.config import CLUSTER_CONFIG_DIR, load_cluster
+    cc = load_cluster(CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml")
+    cc = cc.model_copy(update={"servers": [cc.servers[0].model_copy(update={"count": a.servers})]})
+    if a.nic_gbps is not None:
+        jobs_cluster = cc.build()  # jobs built on the 10 Gbps cluster, as the script's nic sweep
+        cc = cc.model_copy(update={"nic_gbps": a.nic_gbps})
+    cluster = cc.build()
+    base = jobs_cluster if a.nic_gbps is not None else cluster
+    rows = R.read_trace(a.workload, a.seed, base.total_gpus)
+    scale = R.trace_busy_gpus(rows) / (base.total_gpus * a.load)
+    js = R.make_jobset(rows, a.n, a.history, a.seed, base, scale, a.single)
+    return cluster, js, lambda name: R.policy_params(name, None, js.history, max(50, a.n // 10))
+
+
+def simulate_jobs(cluster, jobs, name: str, seed: int, params: dict, model) -> tuple[pd.DataFrame, AsrptPolicy | None]:
+    """One simulation; for an A-SRPT policy each job's completion time in Ã1 is recorded."""
     policy = make_policy(name, "placement", seed, **params)
     if isinstance(policy, AsrptPolicy):
         policy._virt = RecordingSrpt()
-    model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     res = Simulator(cluster, [copy.copy(j) for j in jobs], policy, model=model).run()
     rows = [dict(job_id=r.job.job_id, arrival_s=r.job.arrival_s, start_s=r.first_start_s, finish_s=r.finish_s,
                  gpus=r.job.gpus, iterations=r.job.iterations, group=r.job.group) for r in res.records]
@@ -84,13 +109,30 @@ def simulate(loaded, name: str, seed: int) -> tuple[pd.DataFrame, AsrptPolicy | 
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("trial", type=Path)
+    ap.add_argument("trial", type=Path, nargs="?")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--workload", default=None, help="instead of a trial: one point of scripts/reproduce_asrpt.py "
+                    "on this trace (e.g. google) with --n, --history, --servers, --load, --single, --nic-gbps")
+    ap.add_argument("--n", type=int, default=1500)
+    ap.add_argument("--history", type=int, default=500)
+    ap.add_argument("--servers", type=int, default=5)
+    ap.add_argument("--load", type=float, default=1.0)
+    ap.add_argument("--single", type=float, default=None)
+    ap.add_argument("--nic-gbps", type=float, default=None)
+    ap.add_argument("--csv", type=Path, default=None, help="write the per-job table of the three runs here")
     ap.add_argument("--baseline", default="wcs-subtime")
     ap.add_argument("--top", type=int, default=5, help="(group, prediction) sets to list")
     a = ap.parse_args(argv)
-    loaded = load_trial(a.trial)
-    runs = {name: simulate(loaded, name, a.seed) for name in ("asrpt", "asrpt-perfect", a.baseline)}
+    names = ("asrpt", "asrpt-perfect", a.baseline)
+    if a.workload is not None:
+        cluster, js, params = reproduce_point(a)
+        model = make_iteration_model("asrpt")
+        runs = {name: simulate_jobs(cluster, js.jobs, name, a.seed, params(name), model) for name in names}
+    else:
+        loaded = load_trial(a.trial)
+        runs = {name: simulate(loaded, name, a.seed) for name in names}
+    if a.csv is not None:
+        pd.concat({name: df for name, (df, _) in runs.items()}, names=["policy"]).to_csv(a.csv)
     print(f"seed {a.seed}: sums over {len(runs['asrpt'][0])} jobs, seconds")
     for name, (df, pol) in runs.items():
         line = f"{name:<14} total JCT {(df.finish_s - df.arrival_s).sum():.4e}  queue {df.queue_s.sum():.4e}" \

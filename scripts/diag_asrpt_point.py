@@ -21,7 +21,7 @@ ap.add_argument('--load', type=float, default=1.0); ap.add_argument('--single', 
 ap.add_argument('--seed', type=int, default=1)
 ap.add_argument('--variants', default='asrpt,asrpt-perfect,spjf,spwf,wcs-duration,wcs-workload,wcs-subtime')
 a = ap.parse_args()
-rows = R.read_trace(a.trace)
+rows = R.read_trace(a.trace, a.seed, a.servers * 8)  # google: GPU counts drawn with the seed, fitting the cluster
 cc = load_cluster(CLUSTER_CONFIG_DIR / 'asrpt_sim_250x8.yaml')
 grp = cc.servers[0].model_copy(update={'count': a.servers})
 cc = cc.model_copy(update={'servers': [grp]})

@@ -2,7 +2,8 @@
 
 Cluster: ``cluster_configs/asrpt_sim_250x8.yaml`` (250 x 8 GPUs, 10 Gbps NIC,
 300 GB/s NVLink). Jobs: a real trace (default AAIC, all five files, 459,545
-jobs) built as the paper builds its workload (docs/asrpt_workloads.md). Each
+jobs; ``--workload google``: the Google 2011 trace, GPU counts drawn per logical job
+name) built as the paper builds its workload (docs/asrpt_workloads.md). Each
 point of each sweep samples a run of consecutive jobs (seeded random start);
 the ``--history`` (alias ``--history-jobs``, as a trial's ``workload.history_jobs``)
 jobs just before it train the predictors before the run
@@ -24,7 +25,9 @@ Sweeps (``--sweeps``):
   jobs (and their iteration counts) are built once on the 10 Gbps cluster
 * ``predictor`` A-SRPT with the RF / median / mean / perfect predictors, the
   baselines with RF (Fig. 9), plus the predictors' mean absolute error on the
-  job set after fitting on the history
+  job set after fitting on the history (``predictor_errors.csv``); for every job set of
+  every sweep, ``predictor_holdout.csv``: each predictor fitted on the first 80% of
+  history + set (submit order) and scored on the later 20%
 * ``load``      vs offered load (our addition: the paper gives no load axis)
 * ``table2``    Heavy-Edge vs the optimal ILP (scripts/bench_placement.py)
 
@@ -95,8 +98,15 @@ PAPER = {
 
 # --------------------------------------------------------------------------- trace and job sets
 
-def read_trace(trace: str) -> list:
-    """All rows of a trace, in arrival order (``aaic`` = all five AAIC files)."""
+def read_trace(trace: str, seed: int = 1, max_gpus: int | None = None) -> list:
+    """All rows of a trace, in arrival order (``aaic`` = all five AAIC files).
+
+    ``google``: the Google 2011 file (kind ``google``); every logical name draws its GPU count
+    from the AAIC job mix with ``seed``, among counts <= ``max_gpus`` (the simulated cluster's GPUs).
+    """
+    if trace == "google":  # --workload google (the Google 2011 trace)
+        from raytestbed.traces.google import google_trace_rows
+        return google_trace_rows(seed, max_gpus if max_gpus is not None else 2000, starts=[REPO])
     if trace == "aaic":
         rows = []
         for i, name in enumerate(AAIC_ALL):
@@ -111,7 +121,7 @@ def read_trace(trace: str) -> list:
     if trace in ("helios", "philly15k"):
         name = "helios" if trace == "helios" else "philly"
         return read_dirlab(data_file(f"{DIRLAB_FOLDER}/{name}_data_training.csv", [REPO]))
-    raise SystemExit(f"--trace {trace!r}: expected aaic, aaic-2018h2, philly, helios or philly15k")
+    raise SystemExit(f"--trace {trace!r}: expected aaic, aaic-2018h2, philly, helios, philly15k or google")
 
 
 @dataclasses.dataclass
@@ -120,6 +130,7 @@ class JobSet:
     history: list[tuple[str, str, int]]  #: (group, user, iterations) of the jobs before the set
     start: int
     offered_load: float  #: sum g_i n_i alpha~min_i / (G x arrival span)
+    history_jobs: list[Job] = dataclasses.field(default_factory=list)  #: the history rows as built jobs
 
 
 def make_jobset(rows: list, n: int, history: int, seed: int, cluster, arrival_scale: float,
@@ -150,7 +161,7 @@ def make_jobset(rows: list, n: int, history: int, seed: int, cluster, arrival_sc
             cache[key] = asrpt_alpha_min_tilde(j, cluster.gpus_per_server, cluster.nic_bps, cluster.intra_bps, mapper)
         work += j.gpus * j.iterations * cache[key]
     span = max(jobs[-1].arrival_s, 1.0)
-    return JobSet(jobs, [(j.group, j.user, j.iterations) for j in hist], start, work / (G * span))
+    return JobSet(jobs, [(j.group, j.user, j.iterations) for j in hist], start, work / (G * span), list(hist))
 
 
 # --------------------------------------------------------------------------- simulation
@@ -221,6 +232,8 @@ def quick_config(seed: int) -> Config:
 def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, base_cluster_cfg, out: Path,
                log=print) -> pd.DataFrame:
     records: list[dict] = []
+    holdout: list[dict] = []
+    holdout_done: set = set()
     base = base_cluster_cfg.build()
     busy = trace_busy_gpus(rows)
 
@@ -244,6 +257,12 @@ def run_sweeps(sweeps: list[str], cfg: Config, policies: list[str], rows: list, 
             r.update(sweep=sweep, x=x, policy=label, start=js.start, offered_load=js.offered_load,
                      history_jobs=len(js.history), nic_gbps=cluster.nic_bps * 8 / 1e9, gpus=cluster.total_gpus)
             records.append(r)
+            if (sweep, x) not in holdout_done:  # predictors on the held-out later 20% of history + set
+                holdout_done.add((sweep, x))
+                from raytestbed.predict.evaluate import holdout_errors
+                holdout.extend(dict(sweep=sweep, x=x, start=js.start, **e)
+                               for e in holdout_errors([*js.history_jobs, *js.jobs], cfg.seed))
+                pd.DataFrame(holdout).to_csv(out / "predictor_holdout.csv", index=False)
             log(f"  {sweep:<9} x={x:<8} {label:<16} total JCT {r['total_jct_s']:.4e} s  mean queue "
                 f"{r['avg_queue_s']:.3g} s ({r['finished']}/{r['jobs']} finished, load {js.offered_load:.2f}, "
                 f"{r['wall_s']:.1f} s)", flush=True)
@@ -312,22 +331,9 @@ def save(records: list[dict], out: Path) -> None:
 
 def predictor_errors(js: JobSet, seed: int) -> pd.DataFrame:
     """MAE |n - ñ| of each predictor on the job set after fitting on the history (paper §V-B-2-d)."""
-    from raytestbed.predict.iterations import make_predictor
+    from raytestbed.predict.evaluate import prediction_errors
 
-    g = [h[0] for h in js.history]
-    u = [h[1] for h in js.history]
-    n = [h[2] for h in js.history]
-    truth = np.array([j.iterations for j in js.jobs])
-    out = []
-    for kind in ("rf", "median", "mean"):
-        p = make_predictor(kind, seed)
-        p.fit(g, u, n)
-        pred = p.predict([j.group for j in js.jobs], [j.user for j in js.jobs])
-        err = np.abs(pred - truth)
-        out.append(dict(predictor=kind, mae_iterations=float(err.mean()), exact_share=float(np.mean(err == 0)),
-                        unseen_share=float(np.mean([j.group not in set(g) for j in js.jobs])),
-                        train_jobs=len(g), test_jobs=len(js.jobs)))
-    return pd.DataFrame(out)
+    return pd.DataFrame(prediction_errors(js.history_jobs, js.jobs, seed))
 
 
 def plot_sweep(sweep: str, df: pd.DataFrame, path: Path) -> None:
@@ -427,6 +433,13 @@ def write_summary(out: Path, df: pd.DataFrame, sweeps: list[str], missing: list[
         if sweep == "predictor" and (out / "predictor_errors.csv").exists():
             lines += ["Predictor mean absolute error on the job set (fitted on the history):", "",
                       md_table(pd.read_csv(out / "predictor_errors.csv"), ".4g"), ""]
+        if (out / "predictor_holdout.csv").exists():
+            ho = pd.read_csv(out / "predictor_holdout.csv")
+            ho = ho[ho["sweep"] == sweep]
+            if not ho.empty:
+                lines += ["Predictor MAE (iterations) on the later 20% of history + set, fitted on the first 80%:",
+                          "", md_table(ho.pivot_table(index="x", columns="predictor", values="mae_iterations",
+                                                      sort=False), ".4g", index=True), ""]
         lines += [f"![{sweep}]({sweep}.png)", ""]
     (out / "summary.md").write_text("\n".join(lines), encoding="utf-8")
 
@@ -436,7 +449,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", required=True, type=Path)
     ap.add_argument("--quick", action="store_true", help="small sizes (seconds to a minute)")
     ap.add_argument("--sweeps", default="jobs,single,nic,predictor,load,table2")
-    ap.add_argument("--trace", default="aaic", help="aaic (all files) | aaic-2018h2 | philly | helios | philly15k")
+    ap.add_argument("--trace", "--workload", dest="trace", default="aaic",
+                    help="aaic (all files) | aaic-2018h2 | philly | helios | philly15k | google (the Google 2011 trace)")
     ap.add_argument("--scale", type=float, default=1.0, help="multiplies the paper's job counts")
     ap.add_argument("--history", "--history-jobs", dest="history", type=int, default=None,
                     help="trace jobs just before each set that train every policy's predictor (a trial's "
@@ -483,16 +497,16 @@ def main(argv: list[str] | None = None) -> None:
     print(f"policies: {', '.join(policies) or '(none)'}")
     args.out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    needs_trace = any(s != "table2" for s in sweeps)
-    rows = read_trace(args.trace) if needs_trace and policies else []
-    if rows:
-        print(f"trace {args.trace}: {len(rows)} rows read in {time.perf_counter() - t0:.1f} s")
     cluster_cfg = load_cluster(CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml")
     cscale = args.cluster_scale if args.cluster_scale is not None else (1.0 if args.quick else args.scale)
     if cscale != 1.0:
         group = cluster_cfg.servers[0].model_copy(update={"count": max(1, round(250 * cscale))})
         cluster_cfg = cluster_cfg.model_copy(update={"servers": [group],
                                                      "name": f"asrpt_sim_{group.count}x{group.gpus}"})
+    needs_trace = any(s != "table2" for s in sweeps)
+    rows = read_trace(args.trace, args.seed, cluster_cfg.build().total_gpus) if needs_trace and policies else []
+    if rows:
+        print(f"trace {args.trace}: {len(rows)} rows read in {time.perf_counter() - t0:.1f} s")
     run = [s for s in sweeps if s == "table2" or rows]
     if len(run) < len(sweeps):
         print(f"no registered policy to simulate: skipped {', '.join(s for s in sweeps if s not in run)}")

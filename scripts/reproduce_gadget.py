@@ -2,9 +2,9 @@
 
 * Fig. 4 — total utility sum_i mu_i(progress at T) vs number of jobs, for GADGET and
   the FIFO / DRF / LAS baselines (ring-forming placement), T = 200 slots of 60 s on
-  cluster_configs/gadget_fattree_50.yaml, Poisson arrivals over the horizon (the
-  Google arrivals are not available, GD-12; ``--arrivals philly|aaic`` maps a real
-  trace's submit times onto the same window instead, see
+  cluster_configs/gadget_fattree_50.yaml, Poisson arrivals over the horizon (GD-12;
+  ``--arrivals google|philly|aaic`` maps a real trace's submit times onto the same
+  window instead -- ``google``: the Google 2011 trace the paper uses --, see
   raytestbed/traces/arrival_patterns.py). Three GADGET variants: ``gadget``
   (the paper's per-slot objective), ``gadget-tb`` (+1e-6 per worker tie-break:
   work conserving; at most 300 candidate jobs per slot, by pi/kappa, to bound its
@@ -87,7 +87,9 @@ def arrivals_text(arrivals: str) -> str:
     if arrivals == "poisson":
         return "Poisson arrivals over the horizon (Google arrivals unavailable, GD-12)"
     tr = ARRIVAL_TRACES[arrivals]
-    return (f"trace-shaped arrivals (GD-12 substitution for the Google pattern): the submit times "
+    what = ("the Google cluster trace's arrivals (the paper's pattern)" if arrivals == "google"
+            else "trace-shaped arrivals (GD-12 substitution for the Google pattern)")
+    return (f"{what}: the submit times "
             f"(`{tr.column}`) of N consecutive jobs of `{tr.file}`, start row drawn from the seed, mapped "
             "linearly onto the Poisson window (first at 0, last at T*(N-1)/N), same job parameters as with Poisson")
 

@@ -1,5 +1,6 @@
 """Trace-shaped arrivals for the GADGET workload (gadget.md GD-12): ``arrivals: poisson|philly|aaic``."""
 
+import gzip
 import os
 from pathlib import Path
 
@@ -8,6 +9,7 @@ import pytest
 
 from raytestbed.config import load_cluster
 from raytestbed.errors import ConfigError, TraceError
+from raytestbed.traces import arrival_patterns
 from raytestbed.traces.arrival_patterns import ARRIVAL_TRACES, trace_shaped_arrivals
 from raytestbed.traces.datadir import ENV_VAR, find_data_dir
 from raytestbed.traces.registry import load_workload
@@ -80,9 +82,29 @@ def test_too_few_rows_and_a_single_instant_are_refused(tmp_path, monkeypatch):
         trace_shaped_arrivals("philly", 3, 1200.0, 1)
 
 
+def test_google_submit_times(tmp_path, monkeypatch, cluster):
+    d = tmp_path / "google-2011-jobs"
+    d.mkdir()
+    rows = [(700.0, "5.0", "FINISH"), (600.5, "", ""), (640.5, "12.5", "KILL"), (900.5, "1.0", "FAIL")]
+    with gzip.open(d / "google2011_job_arrivals.csv.gz", "wt") as f:
+        f.write("submit_s,job_id,scheduling_class,user_idx,logical_job_name_idx,run_s,end_event\n")
+        f.writelines(f"{t},{i},0,1,2,{r},{e}\n" for i, (t, r, e) in enumerate(rows))
+    monkeypatch.setenv(ENV_VAR, str(tmp_path))
+    # every submit counts (also the row without a run time), sorted; gaps 40 : 59.5 : 200.5 kept
+    np.testing.assert_allclose(trace_shaped_arrivals("google", 4, 1200.0, 1),
+                               np.array([0.0, 40.0, 99.5, 300.0]) / 300.0 * 900.0)
+    jobs = gadget(cluster, jobs=4, arrivals="google")
+    assert [j.arrival_s for j in jobs] == pytest.approx([0.0, 40.0 * 30, 99.5 * 30, 300.0 * 30])  # last at 12000 s x 3/4
+    with gzip.open(d / "google2011_job_arrivals.csv.gz", "at") as f:
+        f.write("soon,9,0,1,2,1.0,FINISH\n")
+    arrival_patterns._cached_times.cache_clear()  # the cache is keyed by mtime; do not rely on its resolution
+    with pytest.raises(TraceError, match=r"google2011_job_arrivals\.csv\.gz line 6: column 'submit_s': 'soon'"):
+        gadget(cluster, jobs=2, arrivals="google")
+
+
 def test_bad_arrivals_value_is_refused(cluster):
-    with pytest.raises(ConfigError, match=r"workload: arrivals: .*unknown arrival pattern 'google'.*poisson, philly"):
-        gadget(cluster, arrivals="google")
+    with pytest.raises(ConfigError, match=r"workload: arrivals: .*unknown arrival pattern 'borg'.*poisson, philly, aaic, google"):
+        gadget(cluster, arrivals="borg")
 
 
 def reproduce_script():
@@ -111,13 +133,14 @@ def test_fig4_from_concatenates_and_refuses_duplicates(tmp_path):
 def test_reproduce_script_refuses_bad_arrivals():
     rg = reproduce_script()
     with pytest.raises(SystemExit) as e:
-        rg.main(["--arrivals", "google", "--skip", "4,5,6,7", "--out", "/nonexistent/never"])
+        rg.main(["--arrivals", "borg", "--skip", "4,5,6,7", "--out", "/nonexistent/never"])
     assert e.value.code == 2  # argparse: invalid choice
 
 
 # ---- the real traces in shared/data (skipped when absent)
 
-@pytest.mark.parametrize("trace", list(ARRIVAL_TRACES))
+@pytest.mark.parametrize("trace", [pytest.param(t, marks=pytest.mark.slow) if t == "google" else t
+                                   for t in ARRIVAL_TRACES])  # google: 668k rows, ~10 s to read
 @pytest.mark.parametrize("n, arrival_slots", [(500, None), (4000, None), (400, 50)])
 def test_real_trace_arrivals(cluster, trace, n, arrival_slots):
     if real_traces() is None:

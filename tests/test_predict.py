@@ -88,3 +88,58 @@ def test_online_predictor_retrains_every_n_completions():
     assert rf.fits == 1 and rf.predict(job("b", "u")) > rf.predict(job("a", "u")) > 0
     with pytest.raises(ConfigError):
         OnlinePredictor("mean", retrain_every=0)
+
+
+# ---- rf-features, last<k>, and the offline error tables (raytestbed/predict/evaluate.py)
+
+def _hour_jobs(n, seed=0):
+    """One group, one user: iterations depend only on the submit hour (day 1000, night 100)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(n):
+        hour = int(rng.integers(24))
+        j = job("g", "u", 1000 if 8 <= hour < 20 else 100, jid=i)
+        j.extra.update(submit_hour=float(hour), sched_class=1.0)
+        out.append(j)
+    return out
+
+
+def test_rf_features_use_what_group_and_user_cannot_see():
+    from raytestbed.predict.evaluate import prediction_errors
+    from raytestbed.predict.iterations import RandomForestPredictor
+
+    train, test = _hour_jobs(300), _hour_jobs(100, seed=1)
+    rows = {r["predictor"]: r for r in prediction_errors(train, test, seed=0, kinds=("rf", "rf-features", "median"))}
+    assert rows["rf-features"]["mae_iterations"] < 5  # the hour separates day from night
+    assert rows["rf"]["mae_iterations"] > 200 and rows["median"]["mae_iterations"] > 200
+    rf = make_predictor("rf-features", seed=0).fit(["g"], ["u"], [7], {"gpus": [2], "submit_hour": [3]})
+    assert rf.predict(["never"], ["u"], {"gpus": [2], "submit_hour": [3]})[0] == 0  # unseen group: 0
+    from raytestbed.predict.iterations import job_features
+    full = make_predictor("rf-features", seed=0).fit(["g"] * 300, ["u"] * 300, [j.iterations for j in train],
+                                                     job_features(train))
+    assert [full.predict_job(j) for j in test[:10]] == [j.iterations for j in test[:10]]
+    with pytest.raises(ConfigError, match="rf features: 'colour' unknown"):
+        RandomForestPredictor(features=("colour",))
+
+
+def test_last_k_median_uses_only_the_latest_runs():
+    p = make_predictor("last3").fit(["a"] * 6 + ["b"], ["u"] * 7, [1, 1, 1, 50, 60, 70, 9])
+    assert p.predict(["a", "b", "c"], ["u"] * 3).tolist() == [60, 9, 0]
+    assert make_predictor("median").fit(["a"] * 6, ["u"] * 6, [1, 1, 1, 50, 60, 70]).predict_one("a", "u") == 26
+    with pytest.raises(ConfigError, match="k must be >= 1"):
+        make_predictor("last0")
+    with pytest.raises(ConfigError, match="unknown"):
+        make_predictor("lastx")
+
+
+def test_holdout_errors_split_the_window_in_order():
+    from raytestbed.predict.evaluate import holdout_errors
+
+    window = [job("a", iters=100, jid=i) for i in range(8)] + [job("b", iters=50, jid=8), job("a", iters=130, jid=9)]
+    rows = holdout_errors(window, kinds=("mean", "last20"), train_share=0.8)
+    assert [(r["train_jobs"], r["test_jobs"]) for r in rows] == [(8, 2), (8, 2)]
+    assert rows[0]["unseen_share"] == 0.5  # group b is not in the first 8
+    assert rows[0]["mae_iterations"] == pytest.approx((50 + 30) / 2)
+    assert rows[0]["mae_seen_iterations"] == pytest.approx(30)  # group a only
+    with pytest.raises(ValueError):
+        holdout_errors(window, train_share=1.0)

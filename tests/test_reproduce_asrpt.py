@@ -85,3 +85,36 @@ def test_reproduce_history_jobs_flag_trains_on_that_many_jobs(tmp_path):
     assert len(js.history) == 40 and len(js.jobs) == 30
     params = repro.policy_params("spjf", None, js.history, 100000)
     assert params["history"] == js.history
+
+
+def test_reproduce_quick_on_the_google_workload(tmp_path, monkeypatch):
+    """--workload google: the kind's rows (GPUs drawn per logical name), holdout predictor errors per job set."""
+    import gzip
+
+    from raytestbed.traces.datadir import ENV_VAR
+    root = tmp_path / "data"
+    (root / "google-2011-jobs").mkdir(parents=True)
+    with gzip.open(root / "google-2011-jobs" / "google2011_job_arrivals.csv.gz", "wt") as f:
+        f.write("submit_s,job_id,scheduling_class,user_idx,logical_job_name_idx,run_s,end_event\n")
+        f.writelines(f"{600 + 7 * i},{i},{i % 3},{i % 5},{i % 23},{30 + (i % 23) * 11},FINISH\n" for i in range(700))
+    (root / "aaic-gpu-workload").mkdir()
+    with gzip.open(root / "aaic-gpu-workload" / "aaicwl-201807-201812.csv.gz", "wt") as f:
+        f.write("id, user, group, queue, nodes, gpus, walltime_req, termcode, time_submit, time_start, time_end, "
+                "waittime, walltime\n")
+        f.writelines(f"{i}, 0, 0, 0, 1, {g}, 3600, 0, {1_500_000_000 + i}, 0, 0, 0, 60\n"
+                     for i, g in enumerate([1, 1, 2, 4, 8, 4096]))
+    monkeypatch.setenv(ENV_VAR, str(root))
+    repro = _script("reproduce_asrpt")
+    out = tmp_path / "r"
+    repro.main(["--quick", "--out", str(out), "--workload", "google", "--sweeps", "jobs", "--history", "100",
+                "--retrain-every", "100000", "--policies", "asrpt-perfect"])
+    df = pd.read_csv(out / "runs.csv")
+    assert sorted(df["x"].unique()) == [150, 300] and (df["finished"] == df["jobs"]).all()
+    ho = pd.read_csv(out / "predictor_holdout.csv")
+    assert set(ho["predictor"]) == {"rf", "rf-features", "median", "mean", "last20"}
+    assert set(ho["x"]) == {150, 300} and set(ho["test_jobs"]) == {50, 80}  # 20% of 100 + n
+    # every logical name recurs: iterations are a function of the group (one run time per name)
+    assert (ho[ho["predictor"] == "median"]["mae_iterations"] == 0).all()
+    assert "later 20% of history + set" in (out / "summary.md").read_text()
+    rows = repro.read_trace("google", 1, 2000)
+    assert len(rows) == 700 and {r.gpus for r in rows} <= {1, 2, 4, 8}

@@ -13,8 +13,17 @@ Contract of every predictor::
   rounded to the nearest integer >= 0 (AS-15). A job whose **group** is absent
   from the training data is predicted 0 (paper: it then finishes at once in the
   virtual instance).
+* ``rf-features``: the same forest on (group id, user id) plus the numeric features
+  ``FEATURES`` -- requested GPUs, local submit hour, the trace's scheduling class (what
+  the paper's trace analysis names besides group and user, and what the Google trace
+  carries); passed to ``fit`` / ``predict`` as ``features`` (name -> values; a
+  missing value is -1), read from ``job.gpus`` and ``job.extra`` by ``predict_job``.
+  Offline evaluation only (:mod:`raytestbed.predict.evaluate`): the online policies'
+  history rows carry no features, so it is not in ``PREDICTORS``.
 * ``mean`` / ``median``: the mean / median iterations of the group's completed
   jobs (rounded), 0 for an unseen group (AS-16).
+* ``last<k>`` (e.g. ``last20``): the median of the group's last k completed jobs
+  (in the order given to ``fit``), 0 for an unseen group.
 * ``perfect``: the true n_i (A-SRPT-Perfect); only through :meth:`predict_job`.
 
 :class:`OnlinePredictor` wraps one of them for a scheduler: it collects completed
@@ -24,7 +33,7 @@ daily"; here counted in completions).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -32,23 +41,40 @@ from raytestbed.core.job import Job
 from raytestbed.errors import ConfigError
 
 
+#: numeric features ``rf-features`` uses besides group and user (units: GPUs, hour 0..23, class 0..3)
+FEATURES = ("gpus", "submit_hour", "sched_class")
+Features = Mapping[str, Sequence[float]]
+
+
+def job_features(jobs: Sequence[Job]) -> dict[str, list[float]]:
+    """``FEATURES`` of each job: ``job.gpus`` and ``job.extra[name]`` (-1 where the trace has none)."""
+    out: dict[str, list[float]] = {name: [] for name in FEATURES}
+    for j in jobs:
+        out["gpus"].append(float(j.gpus))
+        for name in FEATURES[1:]:
+            v = j.extra.get(name)
+            out[name].append(-1.0 if v is None else float(v))
+    return out
+
+
 class IterationPredictor:
-    """Base class: predicts n_i from (group id, user id)."""
+    """Base class: predicts n_i from (group id, user id) and, for some, ``features``."""
 
     name = "base"
     needs_truth = False  #: True for ``perfect``: reads the job's true iterations
 
-    def fit(self, groups: Sequence[str], users: Sequence[str], iterations: Sequence[int]) -> "IterationPredictor":
+    def fit(self, groups: Sequence[str], users: Sequence[str], iterations: Sequence[int],
+            features: Features | None = None) -> "IterationPredictor":
         raise NotImplementedError
 
-    def predict(self, groups: Sequence[str], users: Sequence[str]) -> np.ndarray:
+    def predict(self, groups: Sequence[str], users: Sequence[str], features: Features | None = None) -> np.ndarray:
         raise NotImplementedError
 
     def predict_one(self, group: str, user: str) -> int:
         return int(self.predict([group], [user])[0])
 
     def predict_job(self, job: Job) -> int:
-        """ñ_i for one job (uses only its group and user, except ``perfect``)."""
+        """ñ_i for one job (uses only its group and user, except ``perfect`` and ``rf-features``)."""
         return self.predict_one(job.group, job.user)
 
 
@@ -64,20 +90,37 @@ class RandomForestPredictor(IterationPredictor):
         n_estimators: trees (paper: 100).
         n_jobs: worker threads of scikit-learn (1 by default: deterministic and
             polite on a shared machine).
+        features: numeric features (names of ``FEATURES``) used besides group and user;
+            () = the paper's predictor ``rf``, ``FEATURES`` = ``rf-features``.
     """
 
-    name = "rf"
-
-    def __init__(self, seed: int = 0, n_estimators: int = 100, n_jobs: int = 1) -> None:
+    def __init__(self, seed: int = 0, n_estimators: int = 100, n_jobs: int = 1,
+                 features: Sequence[str] = ()) -> None:
+        unknown = [f for f in features if f not in FEATURES]
+        if unknown:
+            raise ConfigError(f"rf features: {unknown[0]!r} unknown (known: {', '.join(FEATURES)})")
         self.seed = seed
         self.n_estimators = n_estimators
         self.n_jobs = n_jobs
+        self.features = tuple(features)
+        self.name = "rf-features" if self.features else "rf"
         self._model = None
         self._gcode: dict[str, int] = {}
         self._ucode: dict[str, int] = {}
-        self._cache: dict[tuple[str, str], int] = {}
+        self._cache: dict[tuple, int] = {}
 
-    def fit(self, groups, users, iterations):
+    def _keys(self, groups, users, features: Features | None) -> list[tuple]:
+        """One key per row: (group, user, *feature values); the forest's input is a function of it."""
+        n = len(groups)
+        cols = []
+        for f in self.features:
+            vals = None if features is None else features.get(f)
+            if vals is not None and len(vals) != n:
+                raise ValueError(f"feature {f!r}: {len(vals)} values for {n} rows")
+            cols.append([-1.0] * n if vals is None else [float(v) for v in vals])
+        return list(zip(groups, users, *cols))
+
+    def fit(self, groups, users, iterations, features=None):
         from sklearn.ensemble import RandomForestRegressor
 
         groups, users = list(map(str, groups)), list(map(str, users))
@@ -90,32 +133,38 @@ class RandomForestPredictor(IterationPredictor):
         if not groups:
             self._model = None
             return self
-        X = self._encode(groups, users)
+        keys = self._keys(groups, users, features)
         self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
                                             random_state=self.seed, n_jobs=self.n_jobs)
-        self._model.fit(X, y)
-        pairs = sorted(set(zip(groups, users)))  # predict every known pair in one call
-        vals = _round(self._model.predict(self._encode([g for g, _ in pairs], [u for _, u in pairs])))
-        self._cache = dict(zip(pairs, (int(v) for v in vals)))
+        self._model.fit(self._encode(keys), y)
+        known = sorted(set(keys))  # predict every known row in one call
+        vals = _round(self._model.predict(self._encode(known)))
+        self._cache = dict(zip(known, (int(v) for v in vals)))
         return self
 
-    def _encode(self, groups, users) -> np.ndarray:
-        return np.array([[self._gcode.get(g, -1), self._ucode.get(u, -1)] for g, u in zip(groups, users)],
-                        dtype=float).reshape(-1, 2)
+    def _encode(self, keys: Sequence[tuple]) -> np.ndarray:
+        width = 2 + len(self.features)
+        return np.array([[self._gcode.get(k[0], -1), self._ucode.get(k[1], -1), *k[2:]] for k in keys],
+                        dtype=float).reshape(-1, width)
 
-    def predict(self, groups, users):
-        """Predictions are cached per (group, user) until the next fit (the features are only these)."""
+    def predict(self, groups, users, features=None):
+        """Predictions are cached per (group, user, features) until the next fit."""
         groups, users = list(map(str, groups)), list(map(str, users))
+        keys = self._keys(groups, users, features)
         out = np.zeros(len(groups), dtype=np.int64)
-        todo = sorted({(g, u) for g, u in zip(groups, users)
-                       if g in self._gcode and (g, u) not in self._cache})
+        todo = sorted({k for k in keys if k[0] in self._gcode and k not in self._cache})
         if todo and self._model is not None:
-            vals = _round(self._model.predict(self._encode([g for g, _ in todo], [u for _, u in todo])))
+            vals = _round(self._model.predict(self._encode(todo)))
             self._cache.update(zip(todo, (int(v) for v in vals)))
-        for i, (g, u) in enumerate(zip(groups, users)):
-            if g in self._gcode:  # an unseen group stays 0
-                out[i] = self._cache.get((g, u), 0)
+        for i, k in enumerate(keys):
+            if k[0] in self._gcode:  # an unseen group stays 0
+                out[i] = self._cache.get(k, 0)
         return out
+
+    def predict_job(self, job: Job) -> int:
+        if not self.features:
+            return self.predict_one(job.group, job.user)
+        return int(self.predict([job.group], [job.user], job_features([job]))[0])
 
 
 class GroupStatPredictor(IterationPredictor):
@@ -127,7 +176,7 @@ class GroupStatPredictor(IterationPredictor):
         self.name = stat
         self._value: dict[str, int] = {}
 
-    def fit(self, groups, users, iterations):
+    def fit(self, groups, users, iterations, features=None):
         per: dict[str, list[float]] = {}
         for g, n in zip(groups, iterations):
             per.setdefault(str(g), []).append(float(n))
@@ -135,7 +184,28 @@ class GroupStatPredictor(IterationPredictor):
         self._value = {g: int(_round(f(v))) for g, v in per.items()}
         return self
 
-    def predict(self, groups, users):
+    def predict(self, groups, users, features=None):
+        return np.array([self._value.get(str(g), 0) for g in groups], dtype=np.int64)
+
+
+class LastKMedianPredictor(IterationPredictor):
+    """Median iterations of the group's last ``k`` completed jobs (in ``fit`` order); 0 for an unseen group."""
+
+    def __init__(self, k: int = 20) -> None:
+        if int(k) < 1:
+            raise ConfigError(f"last<k>: k must be >= 1, got {k}")
+        self.k = int(k)
+        self.name = f"last{self.k}"
+        self._value: dict[str, int] = {}
+
+    def fit(self, groups, users, iterations, features=None):
+        per: dict[str, list[float]] = {}
+        for g, n in zip(groups, iterations):
+            per.setdefault(str(g), []).append(float(n))
+        self._value = {g: int(_round(np.median(v[-self.k:]))) for g, v in per.items()}
+        return self
+
+    def predict(self, groups, users, features=None):
         return np.array([self._value.get(str(g), 0) for g in groups], dtype=np.int64)
 
 
@@ -145,10 +215,10 @@ class PerfectPredictor(IterationPredictor):
     name = "perfect"
     needs_truth = True
 
-    def fit(self, groups, users, iterations):
+    def fit(self, groups, users, iterations, features=None):
         return self
 
-    def predict(self, groups, users):
+    def predict(self, groups, users, features=None):
         raise TypeError("the perfect predictor needs the job (predict_job), not (group, user)")
 
     def predict_job(self, job: Job) -> int:
@@ -160,10 +230,10 @@ class GivenPredictor(IterationPredictor):
 
     name = "given"
 
-    def fit(self, groups, users, iterations):
+    def fit(self, groups, users, iterations, features=None):
         return self
 
-    def predict(self, groups, users):
+    def predict(self, groups, users, features=None):
         raise TypeError("the given predictor reads job.predicted_iterations (predict_job)")
 
     def predict_job(self, job: Job) -> int:
@@ -172,20 +242,24 @@ class GivenPredictor(IterationPredictor):
         return max(0, int(job.predicted_iterations))
 
 
-PREDICTORS = ("rf", "mean", "median", "perfect", "given")
+PREDICTORS = ("rf", "mean", "median", "perfect", "given")  #: the ones a policy may use online
 
 
 def make_predictor(kind: str, seed: int = 0) -> IterationPredictor:
-    """A predictor by name: ``rf``, ``mean``, ``median``, ``perfect`` or ``given``."""
+    """A predictor by name: ``rf``, ``mean``, ``median``, ``perfect``, ``given``, ``rf-features`` or ``last<k>``."""
     if kind == "rf":
         return RandomForestPredictor(seed=seed)
+    if kind == "rf-features":
+        return RandomForestPredictor(seed=seed, features=FEATURES)
+    if kind.startswith("last") and kind[4:].isdigit():
+        return LastKMedianPredictor(int(kind[4:]))
     if kind in ("mean", "median"):
         return GroupStatPredictor(kind)
     if kind == "perfect":
         return PerfectPredictor()
     if kind == "given":
         return GivenPredictor()
-    raise ConfigError(f"predictor {kind!r}: unknown (known: {', '.join(PREDICTORS)})")
+    raise ConfigError(f"predictor {kind!r}: unknown (known: {', '.join(PREDICTORS)}, rf-features, last<k>)")
 
 
 class OnlinePredictor:

@@ -16,15 +16,19 @@ Traces (``ARRIVAL_TRACES``; files inside the data folder, see :mod:`raytestbed.t
   Philly, 2017-08 to 2017-12.
 * ``aaic`` — ``aaic-gpu-workload/aaicwl-201807-201812.csv.gz``, column ``time_submit`` (UNIX s),
   124,425 jobs of AIST's AAIC GPU cluster, 2018-07 to 2018-12; sorted here.
+* ``google`` — ``google-2011-jobs/google2011_job_arrivals.csv.gz``, column ``submit_s`` (s on the
+  trace clock), all 668,088 jobs of the Google cluster-data 2011 ``job_events`` table (29 days of a
+  Borg cell, May 2011): the arrival pattern GADGET's paper uses (§VI-1). Rows without a run time
+  count too (only the submit time is used).
 
 The rows are read by the trace's own loader (:func:`raytestbed.traces.philly.read_philly`,
-:func:`raytestbed.traces.aaic.read_aaic`), so a bad row raises the same
+:func:`raytestbed.traces.aaic.read_aaic`, :func:`raytestbed.traces.google.read_google`), so a bad row raises the same
 :class:`~raytestbed.errors.TraceError` ``<file> line <N>: column 'c': reason`` as there.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -35,6 +39,7 @@ from raytestbed.errors import TraceError
 from raytestbed.traces.aaic import read_aaic
 from raytestbed.traces.asrpt_workload import TraceRow
 from raytestbed.traces.datadir import data_file
+from raytestbed.traces.google import FILE as GOOGLE_FILE, GoogleJob, read_google
 from raytestbed.traces.philly import read_philly
 
 
@@ -42,13 +47,14 @@ from raytestbed.traces.philly import read_philly
 class ArrivalTrace:
     file: str  #: relative to the data folder
     column: str  #: the submit-time column (seconds), for reports
-    read: Callable[[Path], list[TraceRow]]  #: the trace's loader (its rows' ``arrival_s``)
+    read: Callable[[Path], Sequence[TraceRow | GoogleJob]]  #: the trace's loader (its rows' ``arrival_s``)
 
 
 ARRIVAL_TRACES: dict[str, ArrivalTrace] = {
     "philly": ArrivalTrace("philly-jobs-rfold/philly_trace.csv", "arrival time (sec)", read_philly),
     "aaic": ArrivalTrace("aaic-gpu-workload/aaicwl-201807-201812.csv.gz", "time_submit",
                          lambda path: read_aaic(path, "")),
+    "google": ArrivalTrace(GOOGLE_FILE, "submit_s", read_google),
 }
 ARRIVAL_KINDS = ("poisson", *ARRIVAL_TRACES)
 _START_STREAM = 0x6ADE7  #: keeps the start-row draw apart from the job-parameter stream

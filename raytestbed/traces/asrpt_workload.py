@@ -49,7 +49,7 @@ All jobs use the ``pipeline`` pattern (one stage = data parallel). Times are sec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -77,6 +77,8 @@ class TraceRow:
     duration_s: float
     user: str
     group: str
+    #: extra (name, value) pairs copied into ``job.extra`` (e.g. predictor features of the trace)
+    features: tuple[tuple[str, object], ...] = ()
 
 
 class AsrptTraceParams(BaseModel):
@@ -190,12 +192,12 @@ def _reshare(rows: list[TraceRow], share: float, rng: np.random.Generator, where
     out = []
     for r, s in zip(rows, single):
         if s and r.gpus > 1:
-            out.append(TraceRow(r.where, r.arrival_s, 1, r.duration_s, r.user, r.group + "+s"))
+            out.append(replace(r, gpus=1, group=r.group + "+s"))
         elif not s and r.gpus == 1:
             key = r.group + "+d"
             if key not in variant_gpus:
                 variant_gpus[key] = int(pool[int(rng.integers(len(pool)))])
-            out.append(TraceRow(r.where, r.arrival_s, variant_gpus[key], r.duration_s, r.user, key))
+            out.append(replace(r, gpus=variant_gpus[key], group=key))
         else:
             out.append(r)
     return out
@@ -260,6 +262,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
             alpha_cache[akey] = alpha
         job.iterations = max(1, round(r.duration_s / alpha * p.iteration_scale))
         job.extra["trace_row"] = r.where
+        job.extra.update(r.features)
         return job
 
     jobs = TraceJobs(make(jid, r) for jid, r in enumerate(rows))

@@ -1,8 +1,8 @@
 """GADGET's experiment workload (GADGET §VI-1, gadget.md §6), kind ``gadget``.
 
 Jobs arrive by a Poisson process over the first ``arrival_slots`` slots of length
-``slot_s`` seconds (the Google-cluster arrival pattern the paper uses is not
-available; gadget.md GD-12). ``arrivals: <trace>`` (``philly`` or ``aaic``, see
+``slot_s`` seconds (gadget.md GD-12's substitute). ``arrivals: <trace>`` (``google`` --
+the Google cluster trace of 2011, the pattern the paper uses --, ``philly`` or ``aaic``, see
 :mod:`raytestbed.traces.arrival_patterns`) instead takes the submit times of
 ``jobs`` consecutive jobs of that trace and maps them linearly onto the same
 window: same job count and window, the trace's bursty arrival pattern. The
