@@ -344,6 +344,7 @@ class ClockService:
             raise RuntimeError("a trial needs a fresh clock (one trial per emulated cluster)")
         self.scheduler = EmuScheduler(self, jobs, policies, faults, mode=mode, compute_factor=compute_factor)
         self._poll_ev = asyncio.Event()
+        self.wall_start = time.perf_counter()  # pace: the trial's t = 0
         self._ensure_loop()
         self._poke()
 

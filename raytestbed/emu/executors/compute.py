@@ -38,8 +38,35 @@ def _rows(make, n: int) -> torch.Tensor:
     return x
 
 
-#: calibrated CPU seconds of one forward + backward, per (model, seed, layers, samples) in this process
-_CALIBRATED: dict[tuple, float] = {}
+#: calibration CPU seconds (forward samples, backward samples) per stage shape, in this process
+_CALIBRATED: dict[tuple, tuple[list[float], list[float]]] = {}
+
+
+class ComputeCharge:
+    """Emulated seconds charged for a real forward or backward pass of one stage replica.
+
+    ``charge(kind, cpu_s)`` = ``cpu_s x factor``: with a fixed ``factor`` (emulated GPU seconds per
+    CPU second, set in the trial) as given; else the stage's profiled seconds of that pass over the
+    median CPU seconds of its last ``window`` passes on this worker (the calibration passes first), so
+    the charges follow the profile on average whatever the host's speed and load, and carry the
+    measured variation from pass to pass (docs/emulator.md, "Real compute").
+    """
+
+    def __init__(self, profiled: dict[str, float], samples: dict[str, list[float]] | None = None,
+                 factor: float | None = None, window: int = 16) -> None:
+        self.profiled = profiled
+        self.factor = factor
+        self.window = window
+        self.samples = {k: list(v)[-window:] for k, v in (samples or {}).items()}
+
+    def charge(self, kind: str, cpu_s: float) -> float:
+        if self.factor is not None:
+            return cpu_s * self.factor
+        xs = self.samples.setdefault(kind, [])
+        xs.append(cpu_s)
+        del xs[:-self.window]
+        med = statistics.median(xs)
+        return cpu_s * self.profiled[kind] / med if med > 0 else self.profiled[kind]
 
 
 class RealStage:
@@ -70,39 +97,36 @@ class RealStage:
         self._model = model
         self._start = start
 
-    def calibrate(self, repeats: int = 3) -> float:
-        """CPU seconds (this thread) of one forward + backward of this stage on its own shard, alone:
-        the median of ``repeats`` after one warm-up; measured once per process and stage shape."""
+    def calibrate(self, repeats: int = 9) -> tuple[list[float], list[float]]:
+        """CPU seconds (this thread) of :meth:`forward` and of :meth:`backward` of this stage on its own
+        shard — the calls the worker charges, each iteration followed (unmeasured) by the gradient
+        flattening and an SGD step of zero, as in a run — ``repeats`` times after one warm-up;
+        measured once per process and stage shape. Leaves the weights unchanged."""
         n = len(self.first_shard()) if self.first else self.global_batch // max(1, self.spec.replicas[self.spec.stage])
-        key = (self.spec.model, self.spec.seed, self.spec.layers, n)
+        key = (self.spec.model, self.spec.seed, self.spec.layers, n, self.stash_weights)
         if key in _CALIBRATED:
             return _CALIBRATED[key]
-        idx = torch.arange(n)
-        with torch.no_grad():
-            x = _rows(self._model.make_input, self.global_batch)[idx]
-            if not self.first:
-                x = self._model.stage(0, self._start)(x)
-        targets = self._targets[idx] if self.last else None
-        times = []
-        for _ in range(repeats + 1):
-            inp = x.detach().clone().requires_grad_(not self.first)
+        idx = np.arange(n)
+        x = None
+        if not self.first:
+            with torch.no_grad():
+                x = self._model.stage(0, self._start)(_rows(self._model.make_input, self.global_batch)[idx]).numpy()
+        fwd, bwd = [], []
+        for r in range(repeats + 1):
+            i = -1 - r  # mini-batch ids no run uses
             c0 = time.thread_time()
-            out = self.module(inp)
-            if self.last:
-                self.loss_fn(out, targets).backward()
-            else:
-                out.backward(torch.ones_like(out))
-            times.append(time.thread_time() - c0)
-            self.module.zero_grad(set_to_none=True)
-        _CALIBRATED[key] = statistics.median(times[1:])
+            out, _ = self.forward(i, x, idx)
+            c1 = time.thread_time()
+            g = None if self.last else np.ones_like(out)
+            c2 = time.thread_time()
+            self.backward(i, g)
+            c3 = time.thread_time()
+            if r:
+                fwd.append(c1 - c0)
+                bwd.append(c3 - c2)
+            self.apply(np.zeros_like(self.flat_grad(i)))
+        _CALIBRATED[key] = (fwd, bwd)
         return _CALIBRATED[key]
-
-    def speed_factor(self) -> float:
-        """Emulated GPU seconds per CPU second: the stage's profiled forward + backward seconds over
-        its calibrated CPU seconds (docs/emulator.md, "Real compute")."""
-        prof = self.spec.profile.fwd_s + self.spec.profile.bwd_s
-        cpu = self.calibrate()
-        return prof / cpu if cpu > 0 else 1.0
 
     @property
     def param_bytes(self) -> int:

@@ -24,9 +24,8 @@ flows). Emulated time only passes in :meth:`_step` calls to the virtual clock
 (:mod:`raytestbed.emu.vclock`): "at ``t`` start these transfers, wake me when they
 and these inbound transfers have arrived". Compute is charged, not waited for:
 replay charges the profiled seconds, real compute charges the worker's own thread
-CPU seconds times the stage's speed factor (``WorkerSpec.compute_factor``,
-emulated GPU seconds per CPU second), so CPU sharing between workers cannot
-inflate it.
+CPU seconds at the emulated GPU's speed (:class:`~raytestbed.emu.executors.compute.ComputeCharge`),
+so CPU sharing between workers cannot inflate it.
 
 Data. The real bytes (numpy buffers: the real tensors; in replay, zeros standing
 for the profiled size, at most ``replay_payload_bytes``) go to the receiver in a direct call (:meth:`deliver`), not through
@@ -161,12 +160,17 @@ class StageWorker(_Participant):
         self.stage = None
         self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0})
         self.meta: dict[int, dict] = {}
-        self.factor = 1.0
+        self.charges = None
         if spec.mode == "real":
-            from raytestbed.emu.executors.compute import RealStage
+            from raytestbed.emu.executors.compute import ComputeCharge, RealStage
 
             self.stage = RealStage(spec)
-            self.factor = spec.compute_factor if spec.compute_factor else self.stage.speed_factor()
+            prof = {"fwd": spec.profile.fwd_s, "bwd": spec.profile.bwd_s}
+            if spec.compute_factor:
+                self.charges = ComputeCharge(prof, factor=spec.compute_factor)
+            else:
+                fwd, bwd = self.stage.calibrate()
+                self.charges = ComputeCharge(prof, {"fwd": fwd, "bwd": bwd})
 
     # ------------------------------------------------------------- control
     def connect(self, peers: dict, ps: list | None = None) -> bool:
@@ -202,12 +206,13 @@ class StageWorker(_Participant):
         got = [await self._data(k) for k in keys]
         return got, self.t - t0
 
-    def _charge(self, fn, *args):
-        """Run compute ``fn`` (real mode) and charge its thread CPU time x the stage's speed factor."""
+    def _charge(self, kind: str, fn, *args):
+        """Run pass ``kind`` (``fwd`` / ``bwd``) of the real stage and charge its thread CPU time at the
+        emulated GPU's speed (:class:`~raytestbed.emu.executors.compute.ComputeCharge`)."""
         c0 = time.thread_time()
         out = fn(*args)
         cpu = time.thread_time() - c0
-        self.t += cpu * self.factor
+        self.t += self.charges.charge(kind, cpu)
         return out, cpu
 
     # ------------------------------------------------------------- the loop
@@ -251,7 +256,7 @@ class StageWorker(_Participant):
             idx = self.stage.first_shard()
         t0 = self.t
         if sp.mode == "real":
-            (out, loss), cpu = self._charge(self.stage.forward, i, x, idx)
+            (out, loss), cpu = self._charge("fwd", self.stage.forward, i, x, idx)
             a["cpu"] += cpu
             if loss is not None:
                 a["loss"], a["n"] = loss, len(idx)
@@ -287,7 +292,7 @@ class StageWorker(_Participant):
                 grad = np.concatenate([p[0] for p in pieces])
         t0 = self.t
         if sp.mode == "real":
-            gin, cpu = self._charge(self.stage.backward, j, grad)
+            gin, cpu = self._charge("bwd", self.stage.backward, j, grad)
             a["cpu"] += cpu
         else:
             self.t += sp.profile.bwd_s
