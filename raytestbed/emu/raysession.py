@@ -104,7 +104,8 @@ class RaySession:
         if loopback and saved_flag is not None:
             ray_constants.ENABLE_RAY_CLUSTER = False
         try:
-            opts = dict(num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
+            # address "local": a new private instance even when a `ray start` cluster runs on this machine
+            opts = dict(address="local", num_cpus=num_cpus if num_cpus is not None else (os.cpu_count() or 1),
                         resources=resources, include_dashboard=include_dashboard,
                         dashboard_host=host if host != "localhost" else "127.0.0.1",
                         log_to_driver=False, _node_ip_address=host,
