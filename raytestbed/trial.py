@@ -27,7 +27,7 @@ from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
 from raytestbed.results.plots import comparison_bars
 from raytestbed.results.report import compare_report, run_report
-from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, summarize
+from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, params_record, summarize
 from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
 from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.core.events import Fault
@@ -172,11 +172,12 @@ def run_into(
     kind = wl.pop("kind")
     jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
     params = trial.policy_params
-    policy = make_policy(pair.placement, "placement", seed,
-                         **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs))
+    search = [loaded.base_dir]  # import-path plug-ins may live beside the trial file
+    policy = make_policy(pair.placement, "placement", seed, search,
+                         **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs, search))
     netpol = None
     if pair.network is not None:
-        netpol = make_policy(pair.network, "network", seed, **params.get(pair.network, {}))
+        netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))
         if trial.timing.mode != "flow" and spec.name == "sim":
             raise ConfigError(f"network policy {pair.network!r} needs timing.mode: flow (the trial says "
                               f"{trial.timing.mode!r})")
@@ -232,7 +233,9 @@ def run_into(
             res = engine.run()
         else:
             from raytestbed.emu.backend import run_emulated
+            from raytestbed.plugins import ship_by_value
 
+            ship_by_value([policy, netpol] if netpol is not None else [policy])
             res, engine, emu_info = run_emulated(
                 cluster, to_run, policy, netpol, trial.emu, faults=faults, on_event=on_event,
                 on_decisions=on_decisions, progress=progress,
@@ -260,8 +263,10 @@ def run_into(
         policy=pair.placement, network_policy=pair.network, backend=spec.name, timing=trial.timing.mode,
         events=res.events, wall_s=time.perf_counter() - t0, seed=seed, trial=trial.name,
         cluster=cluster.name, timing_model=trial.timing.model if trial.timing.mode == "analytic" else "flow",
-        policy_params=policy.params(), faults=list(trial.faults),
+        policy_params=params_record(policy.get_params()), faults=list(trial.faults),
     )
+    if netpol is not None:
+        meta["network_policy_params"] = params_record(netpol.get_params())
     if spec.name == "emu":
         meta["timing"] = "measured"
         meta["timing_model"] = "measured"
@@ -359,7 +364,7 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     return df
 
 
-def with_workload_history(policy: str, params: dict[str, Any], jobs: list) -> dict[str, Any]:
+def with_workload_history(policy: str, params: dict[str, Any], jobs: list, search: list[Path] = ()) -> dict[str, Any]:
     """``params`` plus ``history`` = the workload's predictor-training rows, when it has some.
 
     A trace workload with ``history_jobs`` (raytestbed/traces/asrpt_workload.py, step 6)
@@ -372,10 +377,10 @@ def with_workload_history(policy: str, params: dict[str, Any], jobs: list) -> di
         return params
     import inspect
 
-    from raytestbed.schedulers.base import available_policies
+    from raytestbed.schedulers.base import policy_class
 
-    cls = available_policies().get(policy)
-    if cls is None or "history" not in inspect.signature(cls.__init__).parameters:
+    cls = policy_class(policy, search)
+    if "history" not in inspect.signature(cls.__init__).parameters:
         return params
     return {**params, "history": rows}
 
@@ -386,10 +391,11 @@ def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:
     names = [str(p) for p in pairs]
     if len(set(names)) != len(names):
         raise ConfigError(f"--policies lists a policy twice: {', '.join(names)}")
-    for p in pairs:  # fail on an unknown policy before anything runs
-        make_policy(p.placement, "placement", trial.seed, **trial.policy_params.get(p.placement, {}))
+    search = [loaded.base_dir]
+    for p in pairs:  # fail on an unknown or broken policy before anything runs
+        make_policy(p.placement, "placement", trial.seed, search, **trial.policy_params.get(p.placement, {}))
         if p.network:
-            make_policy(p.network, "network", trial.seed, **trial.policy_params.get(p.network, {}))
+            make_policy(p.network, "network", trial.seed, search, **trial.policy_params.get(p.network, {}))
     return pairs
 
 
