@@ -319,10 +319,11 @@ def read_resumable(folder: Path) -> dict[str, Any]:
 def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | None = None,
         force: bool = False, show_progress: bool = True, log_events: bool = True,
         backend: str | BackendSpec | None = None, inject: list[str] | None = None,
-        resume: bool = False) -> dict[str, Any]:
+        resume: bool = False, report: bool = True) -> dict[str, Any]:
     """``raytestbed run``: one policy (pair) into ``out``; returns the summary.
 
-    ``inject``: extra faults (``kill_server:1@120s``); ``resume``: continue the interrupted run in ``out``.
+    ``inject``: extra faults (``kill_server:1@120s``); ``resume``: continue the interrupted run in ``out``;
+    ``report``: write ``report.md`` and its plots.
     """
     loaded = with_faults(loaded, inject)
     trial = loaded.trial
@@ -332,15 +333,16 @@ def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | N
     previous = read_journal(Path(out) / JOURNAL) if resume else None
     marker = _marker("run", loaded, [str(pair)], s, spec, inject)
     with ResultsFolder(out, force=force or resume, resumable=marker) as rf:
-        return run_into(rf.path, loaded, pair, s, spec, show_progress, log_events, previous=previous)
+        return run_into(rf.path, loaded, pair, s, spec, show_progress, log_events, report, previous=previous)
 
 
 def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed: int,
-                 backend: BackendSpec, show_progress: bool = True, previous_dir: Path | None = None) -> pd.DataFrame:
+                 backend: BackendSpec, show_progress: bool = True, previous_dir: Path | None = None,
+                 report: bool = True) -> pd.DataFrame:
     """Run each policy pair into ``path/<pair>/`` and write ``comparison.csv``, ``comparison.png``, ``report.md``.
 
     ``previous_dir``: an interrupted compare folder; policies it completed are copied, a policy it
-    interrupted resumes from its journal.
+    interrupted resumes from its journal. ``report``: False writes only ``comparison.csv`` (no plots).
     """
     rows = []
     for pair in pairs:
@@ -358,6 +360,8 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     df = pd.DataFrame(rows)[cols]
     df["policy"] = names
     df.to_csv(path / "comparison.csv", index=False)
+    if not report:
+        return df
     comparison_bars(df, path / "comparison.png",
                     title=f"{loaded.trial.name} ({loaded.cluster_config.name}, {backend.label})")
     compare_report(path)
@@ -401,9 +405,9 @@ def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:
 
 def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | None = None,
             force: bool = False, show_progress: bool = True, backend: str | BackendSpec | None = None,
-            inject: list[str] | None = None, resume: bool = False) -> pd.DataFrame:
+            inject: list[str] | None = None, resume: bool = False, report: bool = True) -> pd.DataFrame:
     """``raytestbed compare``: several policies on the same jobs; one sub-folder each plus
-    ``comparison.csv`` and ``comparison.png``."""
+    ``comparison.csv`` and ``comparison.png`` (``report``: and the reports)."""
     loaded = with_faults(loaded, inject)
     pairs = _pairs(loaded, policies)
     s = loaded.trial.seed if seed is None else seed
@@ -417,7 +421,8 @@ def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | Non
         Path(out).rename(prev_dir)
         try:
             with ResultsFolder(out, force=True, resumable=marker) as rf:
-                df = compare_into(rf.path, loaded, pairs, s, spec, show_progress, previous_dir=prev_dir)
+                df = compare_into(rf.path, loaded, pairs, s, spec, show_progress, previous_dir=prev_dir,
+                                  report=report)
         except BaseException:
             if Path(out).exists():
                 shutil.rmtree(prev_dir, ignore_errors=True)  # the new interrupted folder holds everything
@@ -427,7 +432,7 @@ def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | Non
         shutil.rmtree(prev_dir, ignore_errors=True)
         return df
     with ResultsFolder(out, force=force, resumable=marker) as rf:
-        return compare_into(rf.path, loaded, pairs, s, spec, show_progress)
+        return compare_into(rf.path, loaded, pairs, s, spec, show_progress, report=report)
 
 
 def parity_check(loaded: LoadedTrial, out: Path, policies: list[str], backends: tuple[str, str] = ("sim", "emu"),
