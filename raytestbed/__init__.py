@@ -19,9 +19,12 @@ def _api():
 
 
 def __getattr__(name: str):
-    if not name.startswith("_"):
+    import importlib.util
+
+    # a submodule not imported yet (``from raytestbed import emu``) is the import system's to load
+    if not name.startswith("_") and importlib.util.find_spec(f"raytestbed.{name}") is None:
         api = _api()
-        if name in api.__all__:
+        if name in getattr(api, "__all__", ()):
             return getattr(api, name)
     raise AttributeError(f"module 'raytestbed' has no attribute {name!r}")
 

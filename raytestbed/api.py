@@ -32,8 +32,8 @@ from typing import Any
 
 import pandas as pd
 
-from raytestbed import config as _config
-from raytestbed import trial as _trial
+import raytestbed.config as _config
+import raytestbed.trial as _trial
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.events import (
     CoflowFinished,
@@ -111,13 +111,18 @@ class Trial:
         return self.loaded.cluster_config.build()
 
     def replace(self, **changes: Any) -> "Trial":
-        """A copy with fields changed; mappings merge into mappings, anything else replaces.
+        """A copy with fields changed: a section given as a mapping (``workload``, ``cluster``, ``emu``,
+        ``timing``, ``policy_params``) gets those keys replaced and keeps its others; anything else replaces.
 
-        ``trial.replace(seed=2, workload={"limit": 4}, emu={"time_scale": 2})`` keeps the
-        workload's and the emulator's other settings. The result is validated like a trial file
+        ``trial.replace(seed=2, workload={"jobs": 4}, emu={"time_scale": 2})`` keeps the workload's
+        and the emulator's other settings; ``cluster={"servers": [...]}`` changes the servers of the
+        trial's cluster (also one named by file). The result is validated like a trial file
         (one-line :class:`ConfigError` naming the field).
         """
-        data = _merge(self.loaded.trial.model_dump(mode="json", exclude_unset=True), changes)
+        data = self.loaded.trial.model_dump(mode="json", exclude_unset=True)
+        if isinstance(changes.get("cluster"), Mapping):
+            data["cluster"] = self.loaded.cluster_config.model_dump(mode="json", exclude_unset=True)
+        data = _merge(data, changes)
         where = f"{self.loaded.path or 'trial'} (changed: {', '.join(changes)})"
         return Trial(_config.parse_trial(data, where, self.loaded.path))
 
@@ -138,12 +143,10 @@ class Trial:
 
 
 def _merge(base: dict[str, Any], changes: Mapping[str, Any]) -> dict[str, Any]:
+    """``base`` with ``changes``: a mapping updates a mapping one level deep; anything else replaces."""
     out = dict(base)
     for k, v in changes.items():
-        if isinstance(v, Mapping) and isinstance(out.get(k), Mapping):
-            out[k] = _merge(dict(out[k]), v)
-        else:
-            out[k] = v
+        out[k] = {**out[k], **v} if isinstance(v, Mapping) and isinstance(out.get(k), Mapping) else v
     return out
 
 

@@ -130,7 +130,7 @@ class Registry:
         self.package = package
         self.check = check
         self._registered: dict[str, Plugin] = {}
-        self._resolved: dict[str, Plugin] = {}  # entry points and import paths, once loaded
+        self._resolved: dict[str, Plugin] = {}  # entry points, once loaded
         self._discovered = False
 
     # ------------------------------------------------------------ registration (decorators)
@@ -196,9 +196,10 @@ class Registry:
             self.check(obj, label)
             plugin = Plugin(name, obj, f"entry point ({_dist_name(ep)})")
         elif ":" in name:
+            # not cached: a module reloaded (or a notebook cell run again) gives the new definition
             obj = load_attribute(name, self.what, search)
             self.check(obj, f"{self.what} {name!r}")
-            plugin = Plugin(name, obj, IMPORT_PATH)
+            return Plugin(name, obj, IMPORT_PATH)
         else:
             known = ", ".join([*self.builtin(), *eps])
             raise PluginError(f"unknown {self.what} {name!r} (known: {known}; or give an import path "

@@ -55,6 +55,13 @@ class SmallFlowsFirst(Policy):
         return [SetFlowWeights({jid: 1.0 / rj.job.gpus for jid, rj in view.running.items()})] if view.running else []
 
 
+class Liar(Policy):
+    """Starts a job that does not exist."""
+
+    def on_event(self, event, view):
+        return [StartJob(999, Placement(((0,),)))] if isinstance(event, JobArrived) else []
+
+
 class NotAPolicy:
     role = "placement"
 
@@ -189,6 +196,15 @@ def test_workload_kind_by_import_path(tmp_path, plugdir, capsys):
 
 
 # ----------------------------------------------------------------------------- broken plug-ins
+def test_a_decision_the_backend_refuses_is_one_line_naming_the_plugin(tmp_path, plugdir, capsys):
+    _, pol, _ = plugdir
+    out = tmp_path / "out"
+    err = _one_line_error(capsys, main(["run", str(_csv_trial(tmp_path)), "--policy", f"{pol}:Liar", "--out",
+                                        str(out), "--quiet"]))
+    assert f"{pol}:Liar: StartJob for job 999, which is not pending" in err
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("spec, reason", [
     ("nosuchmodule_{tag}:Policy", "cannot import nosuchmodule_{tag}: ModuleNotFoundError"),
     ("{pol}:Missing", "has no attribute 'Missing'"),
