@@ -114,7 +114,7 @@ class Trial:
         """A copy with fields changed: a section given as a mapping (``workload``, ``cluster``, ``emu``,
         ``timing``, ``policy_params``) gets those keys replaced and keeps its others; anything else replaces.
 
-        ``trial.replace(seed=2, workload={"jobs": 4}, emu={"time_scale": 2})`` keeps the workload's
+        ``trial.replace(seed=2, workload={"jobs": 4}, emu={"compute": "real"})`` keeps the workload's
         and the emulator's other settings; ``cluster={"servers": [...]}`` changes the servers of the
         trial's cluster (also one named by file). The result is validated like a trial file
         (one-line :class:`ConfigError` naming the field).

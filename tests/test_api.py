@@ -123,7 +123,7 @@ def test_emulated_run_on_a_ray_cluster_by_address(tmp_path, monkeypatch):
                                            "0,0,2,10,resnet-small,rar\n1,0.2,2,10,resnet-small,rar\n")
         t = rtb.load_trial({"cluster": {"nic_gbps": 0.5, "intra_gbytes_per_s": 1, "servers": [{"count": 2, "gpus": 2}]},
                             "workload": {"kind": "csv", "path": str(tmp_path / "jobs.csv")},
-                            "timing": {"mode": "flow"}, "emu": {"time_scale": 1.0, "progress_s": 0.5}})
+                            "timing": {"mode": "flow"}, "emu": {"progress_s": 0.5}})
         res = rtb.run(t, f"{mod}:Greedy", backend="emu", address=c.address)
         assert res.summary["backend"] == "emu" and res.summary["finished"] == 2
         assert (res.jobs["measured_iterations"] >= 10).all()

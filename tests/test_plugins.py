@@ -305,7 +305,7 @@ def test_plugins_run_on_the_emulator(tmp_path, plugdir, capsys):
     tag = uuid.uuid4().hex[:8]
     _install_dist(d, f"sched_{tag}", f"[raytestbed.policies]\nbiggest-{tag} = {pol}:BiggestFirst\n")
     trial = _trial(tmp_path, f"{{kind: '{wl}:load_lines', path: jobs.jsonl}}",
-                   "emu: {time_scale: 1.0, compute: replay, progress_s: 0.5}\n", nic_gbps=0.5)
+                   "emu: {compute: replay, progress_s: 0.5}\n", nic_gbps=0.5)
     out = tmp_path / "emu"
     pair = f"biggest-{tag}+{pol}:SmallFlowsFirst"
     assert main(["run", str(trial), "--backend", "emu", "--policy", pair, "--out", str(out), "--quiet"]) == 0
