@@ -6,7 +6,8 @@
     raytestbed compare TRIAL.yaml --policies A,B,C --backend sim|emu --out DIR [--seed N] [--force] [--inject ...]
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
-    raytestbed policies
+    raytestbed policies [IMPORT_PATH ...]
+    raytestbed workloads [IMPORT_PATH ...]
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
 
 Bad input (config, trace row, flag) prints one line ``raytestbed: error: ...`` and
@@ -134,15 +135,39 @@ def _cmd_parity(args) -> int:
     return 0 if res["passed"] else 1
 
 
-def _cmd_policies(args) -> int:
-    from raytestbed.schedulers.base import available_policies
+def _listing(rows: list[tuple[str, str, str]]) -> list[str]:
+    """``name  origin  description`` lines, aligned."""
+    w_name = max((len(r[0]) for r in rows), default=0)
+    w_origin = max((len(r[1]) for r in rows), default=0)
+    return [f"  {n:<{w_name}}  {o:<{w_origin}}  {d}".rstrip() for n, o, d in rows]
 
-    pols = available_policies()
+
+def _cmd_policies(args) -> int:
+    from raytestbed.schedulers.base import POLICIES, describe_policy
+
+    plugins = POLICIES.all(args.names)
     for role in ("placement", "network"):
         print(f"{role} policies:")
-        for name, cls in pols.items():
-            if cls.role == role:
-                print(f"  {name:<14} {cls.description}")
+        print("\n".join(_listing([(p.name, p.origin, describe_policy(p.obj)) for p in plugins
+                                  if p.obj.role == role])))
+    for name in POLICIES.shadowed():
+        print(f"note: entry point {name} is ignored: a built-in policy has that name")
+    return 0
+
+
+def _cmd_workloads(args) -> int:
+    import inspect
+
+    from raytestbed.traces.registry import WORKLOADS
+
+    def describe(fn) -> str:
+        doc = inspect.getdoc(fn) or inspect.getdoc(inspect.getmodule(fn)) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    print("workload kinds:")
+    print("\n".join(_listing([(p.name, p.origin, describe(p.obj)) for p in WORKLOADS.all(args.names)])))
+    for name in WORKLOADS.shadowed():
+        print(f"note: entry point {name} is ignored: a built-in workload kind has that name")
     return 0
 
 
@@ -269,8 +294,15 @@ def build_parser() -> argparse.ArgumentParser:
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --load 2)")
     bn.set_defaults(fn=_cmd_bench)
 
-    pl = sub.add_parser("policies", help="list the available policies")
+    pl = sub.add_parser("policies", help="list the available policies and where each comes from")
+    pl.add_argument("names", nargs="*", metavar="IMPORT_PATH",
+                    help="also load and list these plug-ins, e.g. my_sched.policies:GreedyPolicy")
     pl.set_defaults(fn=_cmd_policies)
+
+    wl = sub.add_parser("workloads", help="list the workload kinds and where each comes from")
+    wl.add_argument("names", nargs="*", metavar="IMPORT_PATH",
+                    help="also load and list these plug-ins, e.g. my_traces:load_mytrace")
+    wl.set_defaults(fn=_cmd_workloads)
     return p
 
 

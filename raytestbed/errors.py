@@ -24,3 +24,7 @@ class PolicyError(RaytestbedError):
 
 class ServerLostError(RuntimeError):
     """An emulated server was lost (killed or died): its GPUs and hosts cannot be used."""
+
+
+class PluginError(RaytestbedError):
+    """A policy or workload kind from outside the package cannot be loaded or is not what it must be."""

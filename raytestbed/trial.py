@@ -27,7 +27,7 @@ from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
 from raytestbed.results.plots import comparison_bars
 from raytestbed.results.report import compare_report, run_report
-from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, summarize
+from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, params_record, summarize
 from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
 from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.core.events import Fault
@@ -172,11 +172,12 @@ def run_into(
     kind = wl.pop("kind")
     jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
     params = trial.policy_params
-    policy = make_policy(pair.placement, "placement", seed,
-                         **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs))
+    search = [loaded.base_dir]  # import-path plug-ins may live beside the trial file
+    policy = make_policy(pair.placement, "placement", seed, search,
+                         **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs, search))
     netpol = None
     if pair.network is not None:
-        netpol = make_policy(pair.network, "network", seed, **params.get(pair.network, {}))
+        netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))
         if trial.timing.mode != "flow" and spec.name == "sim":
             raise ConfigError(f"network policy {pair.network!r} needs timing.mode: flow (the trial says "
                               f"{trial.timing.mode!r})")
@@ -232,7 +233,9 @@ def run_into(
             res = engine.run()
         else:
             from raytestbed.emu.backend import run_emulated
+            from raytestbed.plugins import ship_by_value
 
+            ship_by_value([policy, netpol] if netpol is not None else [policy])
             res, engine, emu_info = run_emulated(
                 cluster, to_run, policy, netpol, trial.emu, faults=faults, on_event=on_event,
                 on_decisions=on_decisions, progress=progress,
@@ -260,8 +263,10 @@ def run_into(
         policy=pair.placement, network_policy=pair.network, backend=spec.name, timing=trial.timing.mode,
         events=res.events, wall_s=time.perf_counter() - t0, seed=seed, trial=trial.name,
         cluster=cluster.name, timing_model=trial.timing.model if trial.timing.mode == "analytic" else "flow",
-        policy_params=policy.params(), faults=list(trial.faults),
+        policy_params=params_record(policy.get_params()), faults=list(trial.faults),
     )
+    if netpol is not None:
+        meta["network_policy_params"] = params_record(netpol.get_params())
     if spec.name == "emu":
         meta["timing"] = "measured"
         meta["timing_model"] = "measured"
@@ -314,10 +319,11 @@ def read_resumable(folder: Path) -> dict[str, Any]:
 def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | None = None,
         force: bool = False, show_progress: bool = True, log_events: bool = True,
         backend: str | BackendSpec | None = None, inject: list[str] | None = None,
-        resume: bool = False) -> dict[str, Any]:
+        resume: bool = False, report: bool = True) -> dict[str, Any]:
     """``raytestbed run``: one policy (pair) into ``out``; returns the summary.
 
-    ``inject``: extra faults (``kill_server:1@120s``); ``resume``: continue the interrupted run in ``out``.
+    ``inject``: extra faults (``kill_server:1@120s``); ``resume``: continue the interrupted run in ``out``;
+    ``report``: write ``report.md`` and its plots.
     """
     loaded = with_faults(loaded, inject)
     trial = loaded.trial
@@ -327,15 +333,16 @@ def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | N
     previous = read_journal(Path(out) / JOURNAL) if resume else None
     marker = _marker("run", loaded, [str(pair)], s, spec, inject)
     with ResultsFolder(out, force=force or resume, resumable=marker) as rf:
-        return run_into(rf.path, loaded, pair, s, spec, show_progress, log_events, previous=previous)
+        return run_into(rf.path, loaded, pair, s, spec, show_progress, log_events, report, previous=previous)
 
 
 def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed: int,
-                 backend: BackendSpec, show_progress: bool = True, previous_dir: Path | None = None) -> pd.DataFrame:
+                 backend: BackendSpec, show_progress: bool = True, previous_dir: Path | None = None,
+                 report: bool = True) -> pd.DataFrame:
     """Run each policy pair into ``path/<pair>/`` and write ``comparison.csv``, ``comparison.png``, ``report.md``.
 
     ``previous_dir``: an interrupted compare folder; policies it completed are copied, a policy it
-    interrupted resumes from its journal.
+    interrupted resumes from its journal. ``report``: False writes only ``comparison.csv`` (no plots).
     """
     rows = []
     for pair in pairs:
@@ -353,13 +360,15 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     df = pd.DataFrame(rows)[cols]
     df["policy"] = names
     df.to_csv(path / "comparison.csv", index=False)
+    if not report:
+        return df
     comparison_bars(df, path / "comparison.png",
                     title=f"{loaded.trial.name} ({loaded.cluster_config.name}, {backend.label})")
     compare_report(path)
     return df
 
 
-def with_workload_history(policy: str, params: dict[str, Any], jobs: list) -> dict[str, Any]:
+def with_workload_history(policy: str, params: dict[str, Any], jobs: list, search: list[Path] = ()) -> dict[str, Any]:
     """``params`` plus ``history`` = the workload's predictor-training rows, when it has some.
 
     A trace workload with ``history_jobs`` (raytestbed/traces/asrpt_workload.py, step 6)
@@ -372,10 +381,10 @@ def with_workload_history(policy: str, params: dict[str, Any], jobs: list) -> di
         return params
     import inspect
 
-    from raytestbed.schedulers.base import available_policies
+    from raytestbed.schedulers.base import policy_class
 
-    cls = available_policies().get(policy)
-    if cls is None or "history" not in inspect.signature(cls.__init__).parameters:
+    cls = policy_class(policy, search)
+    if "history" not in inspect.signature(cls.__init__).parameters:
         return params
     return {**params, "history": rows}
 
@@ -386,18 +395,19 @@ def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:
     names = [str(p) for p in pairs]
     if len(set(names)) != len(names):
         raise ConfigError(f"--policies lists a policy twice: {', '.join(names)}")
-    for p in pairs:  # fail on an unknown policy before anything runs
-        make_policy(p.placement, "placement", trial.seed, **trial.policy_params.get(p.placement, {}))
+    search = [loaded.base_dir]
+    for p in pairs:  # fail on an unknown or broken policy before anything runs
+        make_policy(p.placement, "placement", trial.seed, search, **trial.policy_params.get(p.placement, {}))
         if p.network:
-            make_policy(p.network, "network", trial.seed, **trial.policy_params.get(p.network, {}))
+            make_policy(p.network, "network", trial.seed, search, **trial.policy_params.get(p.network, {}))
     return pairs
 
 
 def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | None = None,
             force: bool = False, show_progress: bool = True, backend: str | BackendSpec | None = None,
-            inject: list[str] | None = None, resume: bool = False) -> pd.DataFrame:
+            inject: list[str] | None = None, resume: bool = False, report: bool = True) -> pd.DataFrame:
     """``raytestbed compare``: several policies on the same jobs; one sub-folder each plus
-    ``comparison.csv`` and ``comparison.png``."""
+    ``comparison.csv`` and ``comparison.png`` (``report``: and the reports)."""
     loaded = with_faults(loaded, inject)
     pairs = _pairs(loaded, policies)
     s = loaded.trial.seed if seed is None else seed
@@ -411,7 +421,8 @@ def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | Non
         Path(out).rename(prev_dir)
         try:
             with ResultsFolder(out, force=True, resumable=marker) as rf:
-                df = compare_into(rf.path, loaded, pairs, s, spec, show_progress, previous_dir=prev_dir)
+                df = compare_into(rf.path, loaded, pairs, s, spec, show_progress, previous_dir=prev_dir,
+                                  report=report)
         except BaseException:
             if Path(out).exists():
                 shutil.rmtree(prev_dir, ignore_errors=True)  # the new interrupted folder holds everything
@@ -421,7 +432,7 @@ def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | Non
         shutil.rmtree(prev_dir, ignore_errors=True)
         return df
     with ResultsFolder(out, force=force, resumable=marker) as rf:
-        return compare_into(rf.path, loaded, pairs, s, spec, show_progress)
+        return compare_into(rf.path, loaded, pairs, s, spec, show_progress, report=report)
 
 
 def parity_check(loaded: LoadedTrial, out: Path, policies: list[str], backends: tuple[str, str] = ("sim", "emu"),

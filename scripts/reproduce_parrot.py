@@ -310,7 +310,8 @@ def main(argv=None) -> int:
         r["fill_residual"] = a.fill_residual
         if scheme.startswith("parrot"):
             # the policy's effective fill_order (parrot-wo-wc has no S10 pass: 'none', as before)
-            r.update(parrot_params, fill_order=make_policy(scheme, "network", **net_params).params()["fill_order"])
+            pol = make_policy(scheme, "network", **net_params)
+            r.update(parrot_params, fill_order=pol.fill_order if pol.work_conserving else "none")
         setting = {k: r[k] for k in ("mean_gap_s", "ps_max", "limit") if k in r}
         setting |= {"eta_ms": r["eta_ms"]} if r["eta_ms"] else {}
         setting |= {"theta_max": r["theta_max"]} if "theta_max" in (extra or {}) else {}

@@ -423,10 +423,10 @@ def test_defaults_are_the_reported_configuration():
             assert np.array_equal(a0, a1), (trial, name)
             differs[name] += not np.allclose(a0, a2)
     assert all(v > 0 for v in differs.values()), differs
-    p = make_policy("parrot", "network").params()
+    p = make_policy("parrot", "network").get_params()
     assert (p["fill_order"], p["fill_residual"]) == ("lpcas", False)
     for name in ("aalo", "lccf"):
-        assert make_policy(name, "network").params()["fill_residual"] is False
+        assert make_policy(name, "network").get_params()["fill_residual"] is False
     root = Path(__file__).resolve().parents[1]
     spec = importlib.util.spec_from_file_location("reproduce_parrot", root / "scripts" / "reproduce_parrot.py")
     mod = importlib.util.module_from_spec(spec)

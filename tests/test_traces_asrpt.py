@@ -243,7 +243,7 @@ def test_history_rows_reach_the_predicting_policies(data_root):
     from raytestbed.schedulers.base import make_policy
 
     pol = make_policy("asrpt", "placement", 0, **with_workload_history("asrpt", {}, js))
-    assert pol.params()["history_rows"] == 20 and pol.predictor.fits == 1
+    assert pol.history_rows == 20 and len(pol.get_params()["history"]) == 20 and pol.predictor.fits == 1
     g, u, n = js.predictor_history[-1]
     probe = next(j for j in js if j.group == g and j.user == u) if any(j.group == g for j in js) else None
     if probe is not None:

@@ -10,6 +10,7 @@ Decision times are the wall seconds of every ``on_event`` call of every policy.
 
 from __future__ import annotations
 
+import enum
 import math
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -108,3 +109,38 @@ def summarize(
     ordered = {k: out[k] for k in SUMMARY_KEYS if k in out}
     ordered.update({k: v for k, v in out.items() if k not in ordered})
     return ordered
+
+
+#: a list, tuple, set or mapping with more items than this is recorded by its length only
+PARAM_ITEMS_MAX = 16
+
+
+def params_record(params: dict[str, Any]) -> dict[str, Any]:
+    """Policy parameters (``Policy.get_params()``) as JSON values for ``summary.json``.
+
+    Numbers, strings, booleans and None are kept; an enum by its value; a sequence or mapping
+    of at most :data:`PARAM_ITEMS_MAX` items item by item, a longer one as ``{"items": N}``
+    (e.g. A-SRPT's predictor ``history`` rows); any other object as ``"<module.Class>"``.
+    """
+    return {str(k): _param_value(v) for k, v in params.items()}
+
+
+def _param_value(v: Any) -> Any:
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, enum.Enum):
+        return _param_value(v.value)
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        v = v.tolist()
+    if isinstance(v, dict):
+        if len(v) > PARAM_ITEMS_MAX:
+            return {"items": len(v)}
+        return {str(k): _param_value(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        if len(v) > PARAM_ITEMS_MAX:
+            return {"items": len(v)}
+        items = sorted(v, key=repr) if isinstance(v, (set, frozenset)) else v
+        return [_param_value(x) for x in items]
+    return f"<{type(v).__module__}.{type(v).__qualname__}>"

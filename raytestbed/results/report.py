@@ -196,7 +196,8 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     fig.savefig(folder / "jct_cdf.png", dpi=100)
     plt.close(fig)
     best = df.loc[df["total_jct_s"].astype(float).idxmin(), "policy"]
-    links = "\n".join(f"- [{p}]({p}/report.md)" for p in df["policy"].astype(str))
+    # "./" keeps a plug-in's import path (my_sched:Greedy) from reading as a URL scheme
+    links = "\n".join(f"- [{p}]({'./' if ':' in p else ''}{p}/report.md)" for p in df["policy"].astype(str))
     cols = [c for c in ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
                         "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
     text = f"""# Comparison

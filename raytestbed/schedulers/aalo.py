@@ -42,9 +42,6 @@ class PriorityCoflowPolicy(CoflowPolicy):
             rates = fill_residual(flows, links, rates, np.ones(rates.size), fast=self.fast_path)
         return rates
 
-    def params(self) -> dict:
-        return {"fill_residual": self.fill_residual and self.work_conserving, **super().params()}
-
 
 @register_policy
 class AaloPolicy(PriorityCoflowPolicy):

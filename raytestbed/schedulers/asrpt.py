@@ -246,11 +246,6 @@ class AsrptPolicy(Policy):
         self.predictions: dict[int, int] = {}  #: job id -> ñ_i at arrival (Policy.predictions)
         self.delayed = 0  #: jobs that entered a delay window
 
-    def params(self) -> dict[str, Any]:
-        return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every, "tau": self.tau,
-                "comm_heavy": self.comm_heavy, "delay_mode": self.delay_mode,
-                "calibrate": self.calibrate, "history_rows": self.history_rows}
-
     # ----------------------------------------------------------------- events
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
         if self._est is None:

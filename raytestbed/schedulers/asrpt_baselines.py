@@ -69,10 +69,6 @@ class PredictedQueuePolicy(Policy):
         #: job id -> ñ_i at arrival (Policy.predictions); stays empty when the order uses no prediction
         self.predictions: dict[int, int] = {}
 
-    def params(self) -> dict[str, Any]:
-        return {"predictor": self.predictor_kind, "retrain_every": self.retrain_every,
-                "history_rows": self.history_rows}
-
     def key(self, job: Job, n_pred: int, a_min: float) -> float:
         """The sort key of a job (smaller starts first)."""
         raise NotImplementedError

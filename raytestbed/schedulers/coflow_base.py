@@ -99,6 +99,3 @@ class CoflowPolicy(Policy):
     @abstractmethod
     def compute_rates(self, flows: Flows, links: LinkIndex, view: ClusterView) -> np.ndarray:
         """Rate (bytes/s) of every flow in ``flows``."""
-
-    def params(self) -> dict:
-        return {"observe_interval_s": self.observe_interval_s, "fast_path": self.fast_path}

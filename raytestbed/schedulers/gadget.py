@@ -95,11 +95,6 @@ class GadgetPolicy(SlottedRingPolicy):
         self.rng = np.random.default_rng(seed)
         self._util: dict[int, JobUtility] = {}
 
-    def params(self) -> dict[str, Any]:
-        return {"slot_s": self.slot_s, "mode": self.mode, "utility": self.utility, "u_b": self.u_b,
-                "samples": self.samples, "fill": self.fill, "tie_break": self.tie_break, "max_jobs": self.max_jobs,
-                "envelope": self.envelope, "tiny_pi": self.tiny_pi, "pi_tol": self.pi_tol}
-
     def on_arrival(self, job: Job, view: ClusterView) -> None:
         missing = [k for k in ("zeta", "F", "b_bps") if k not in job.extra]
         if missing:

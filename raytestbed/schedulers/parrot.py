@@ -176,13 +176,6 @@ class ParrotPolicy(CoflowPolicy):
             rates = scale_fabric(flows, rates, phi)
         return rates
 
-    def params(self) -> dict:
-        return {"theta_max": self.theta_max, "theta_mode": self.theta_mode, "bytes_unit": self.bytes_unit,
-                "zero_coflows": self.zero_coflows,
-                "fill_residual": self.fill_residual and self.work_conserving,
-                "fill_order": self.fill_order if self.work_conserving else "none",
-                **super().params()}
-
 
 @register_policy
 class ParrotWoWcPolicy(ParrotPolicy):

@@ -154,9 +154,6 @@ class SlottedRingPolicy(Policy):
         self.slot_log: list[dict[str, Any]] = []
         self.slot = 0
 
-    def params(self) -> dict[str, Any]:
-        return {"slot_s": self.slot_s}
-
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
         if isinstance(event, JobArrived):
             job = event.job

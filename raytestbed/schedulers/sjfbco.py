@@ -26,7 +26,7 @@ eq. (8) constants ``xi1``, ``xi2_s``, ``degradation_alpha``, ``reduction_bps``
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import ClassVar
 
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
@@ -160,18 +160,6 @@ class PlanDispatchPolicy(Policy):
             self._waiting.pop(jid)
             out.append(StartJob(jid, Placement((gpus,))))
         return out
-
-    def params(self) -> dict[str, Any]:
-        p = self.last_plan
-        return {
-            "rule": self.rule, "horizon_s": self.horizon_s, "kappa": self.kappa, "lam": self.lam,
-            "bisection": self.bisection, "replans": self.replans,
-            "xi1": self.model_params.xi1, "xi2_s": self.model_params.xi2_s,
-            "degradation_alpha": self.model_params.degradation_alpha,
-            "last_plan_makespan_s": p.makespan if p else None, "last_plan_theta_s": p.theta if p else None,
-            "last_plan_kappa": p.kappa if p else None, "last_plan_horizon_s": p.horizon if p else None,
-            "last_plan_trials": p.trials if p else None,
-        }
 
 
 @register_policy

@@ -87,7 +87,7 @@ def _ri(rng: np.random.Generator, lohi) -> int:
 
 @register_workload("gadget")
 def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
-    """``params``: see :class:`GadgetParams`."""
+    """GADGET's experiment workload (GADGET §VI-1). ``params``: see :class:`GadgetParams`."""
     p: GadgetParams = parse_params(GadgetParams, params, ctx.where)  # type: ignore[assignment]
     rng = np.random.default_rng(ctx.seed)
     span = (p.arrival_slots if p.arrival_slots is not None else p.slots) * p.slot_s

@@ -129,6 +129,7 @@ def ps_jobs(rows: list[dict], arrivals: list[float], p: Ms60Params, seed: int, n
 
 @register_workload("ms60")
 def ms60_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
+    """Parrot's 60 Microsoft-trace jobs with their trace arrival times (parrot.md §6.1)."""
     p: Ms60Params = parse_params(Ms60Params, params, ctx.where)  # type: ignore[assignment]
     rows = read_ms60(data_file(MS60_FILE, p.path, ctx))
     if p.limit:
@@ -139,6 +140,7 @@ def ms60_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
 
 @register_workload("ms60_poisson")
 def ms60_poisson_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
+    """Jobs drawn from Parrot's 60 Microsoft-trace jobs, with Poisson arrivals (parrot.md §6.1)."""
     p: Ms60PoissonParams = parse_params(Ms60PoissonParams, params, ctx.where)  # type: ignore[assignment]
     rows = read_ms60(data_file(MS60_FILE, p.path, ctx))
     rng = np.random.default_rng(ctx.seed + 1_000_003)

@@ -4,12 +4,15 @@ A loader is ``fn(params: dict, ctx: WorkloadContext) -> list[Job]``. It validate
 its own parameters and raises :class:`~raytestbed.errors.ConfigError` or
 :class:`~raytestbed.errors.TraceError` with a one-line message naming the file,
 row and field.
+
+Kinds outside the package (an installed distribution's ``raytestbed.workloads`` entry point,
+or an import path ``workload: {kind: my_traces:load, ...}``) are plug-ins
+(:mod:`raytestbed.plugins`); what a plug-in returns is checked (a list of ``Job``, ids unique).
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
+import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +23,8 @@ from pydantic import BaseModel, ValidationError
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
 from raytestbed.core.profile import ModelProfile, default_profiles, load_profile_dir
-from raytestbed.errors import ConfigError, TraceError
+from raytestbed.errors import ConfigError, PluginError, TraceError
+from raytestbed.plugins import Registry
 
 
 @dataclass
@@ -44,27 +48,41 @@ class WorkloadContext:
 
 
 Loader = Callable[[dict[str, Any], WorkloadContext], list[Job]]
-_LOADERS: dict[str, Loader] = {}
-_DISCOVERED = False
+
+
+def _check_loader(obj: Any, label: str) -> None:
+    """Raise :class:`PluginError` unless ``obj`` can be called as ``fn(params, ctx)``."""
+    if inspect.isclass(obj) or not callable(obj):
+        raise PluginError(f"{label}: it is a {type(obj).__name__}, not a function fn(params: dict, "
+                          f"ctx: WorkloadContext) -> list[Job]")
+    try:
+        inspect.signature(obj).bind({}, None)
+    except TypeError:
+        raise PluginError(f"{label}: {getattr(obj, '__qualname__', obj)}{inspect.signature(obj)} cannot be called "
+                          f"as fn(params: dict, ctx: WorkloadContext) -> list[Job]") from None
+    except ValueError:  # no signature (a builtin): accept, the call will tell
+        pass
+
+
+#: every workload kind: the package's (``@register_workload``), entry points ``raytestbed.workloads``,
+#: import paths ``module:function``
+WORKLOADS = Registry("workload kind", "raytestbed.workloads", "raytestbed.traces", _check_loader)
 
 
 def register_workload(kind: str) -> Callable[[Loader], Loader]:
+    """Function decorator: make a loader available as ``workload.kind: KIND``."""
+
     def deco(fn: Loader) -> Loader:
-        _LOADERS[kind] = fn
+        _check_loader(fn, f"workload kind {kind!r}")
+        WORKLOADS.register(kind, fn)
         return fn
 
     return deco
 
 
 def workload_kinds() -> list[str]:
-    global _DISCOVERED
-    if not _DISCOVERED:
-        import raytestbed.traces as pkg
-
-        for mod in pkgutil.iter_modules(pkg.__path__):
-            importlib.import_module(f"{pkg.__name__}.{mod.name}")
-        _DISCOVERED = True
-    return sorted(_LOADERS)
+    """Ids of the registered workload kinds and of the installed entry points."""
+    return WORKLOADS.names()
 
 
 def parse_params(model: type[BaseModel], params: dict[str, Any], where: str) -> BaseModel:
@@ -82,14 +100,17 @@ def parse_params(model: type[BaseModel], params: dict[str, Any], where: str) -> 
 def load_workload(kind: str, params: dict[str, Any], cluster: Cluster, seed: int, base_dir: Path,
                   where: str = "workload", profile_dir: str | None = None) -> list[Job]:
     """Build the jobs of a trial and check that each fits the cluster."""
-    kinds = workload_kinds()
-    if kind not in _LOADERS:
-        raise ConfigError(f"{where}.kind: unknown workload kind {kind!r} (known: {', '.join(kinds)})")
+    if ":" not in kind and kind not in WORKLOADS.names():
+        raise ConfigError(f"{where}.kind: unknown workload kind {kind!r} (known: {', '.join(workload_kinds())}; "
+                          f"or an import path 'module:function')")
+    plugin = WORKLOADS.get(kind, [base_dir])
     profiles = default_profiles()
     if profile_dir:
         profiles.update(load_profile_dir(base_dir / profile_dir))
     ctx = WorkloadContext(cluster, seed, base_dir, profiles, where)
-    jobs = _LOADERS[kind](params, ctx)
+    jobs = plugin.obj(params, ctx)
+    if not plugin.builtin:
+        _check_jobs(jobs, f"{where}: workload kind {kind!r}")
     if not jobs:
         raise ConfigError(f"{where}: the workload has no jobs")
     total = cluster.total_gpus
@@ -97,3 +118,16 @@ def load_workload(kind: str, params: dict[str, Any], cluster: Cluster, seed: int
         if j.gpus > total:
             raise TraceError(f"{where}: job {j.job_id} needs {j.gpus} GPUs but the cluster has {total}")
     return jobs
+
+
+def _check_jobs(jobs: Any, label: str) -> None:
+    """A plug-in loader must return a list of :class:`Job` with unique ids (one-line PluginError)."""
+    if not isinstance(jobs, list):
+        raise PluginError(f"{label}: returned a {type(jobs).__name__}, not a list of raytestbed Job objects")
+    seen: set[int] = set()
+    for i, j in enumerate(jobs):
+        if not isinstance(j, Job):
+            raise PluginError(f"{label}: item {i} is a {type(j).__name__}, not a raytestbed Job")
+        if j.job_id in seen:
+            raise PluginError(f"{label}: job id {j.job_id} appears twice")
+        seen.add(j.job_id)

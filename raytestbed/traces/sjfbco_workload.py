@@ -181,7 +181,7 @@ def sjfbco_jobs(p: SjfbcoWorkloadParams, seed: int, nic_bps: float, data: Path |
 
 @register_workload("sjfbco")
 def sjfbco_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
-    """``params``: see :class:`SjfbcoWorkloadParams`."""
+    """SJF-BCO's evaluation workload (sjfbco.md §6.1). ``params``: see :class:`SjfbcoWorkloadParams`."""
     p: SjfbcoWorkloadParams = parse_params(SjfbcoWorkloadParams, params, ctx.where)  # type: ignore[assignment]
     data = find_data_dir(p.data_dir, ctx.base_dir) if (p.durations == "philly" or p.arrivals == "philly") else None
     return sjfbco_jobs(p, ctx.seed, ctx.cluster.nic_bps, data)

@@ -56,7 +56,7 @@ def _choice(rng: np.random.Generator, mix: dict) -> object:
 
 @register_workload("synthetic")
 def synthetic_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
-    """``params``: see :class:`SyntheticParams`."""
+    """Synthetic recurring-group workload (seeded). ``params``: see :class:`SyntheticParams`."""
     p: SyntheticParams = parse_params(SyntheticParams, params, ctx.where)  # type: ignore[assignment]
     rng = np.random.default_rng(ctx.seed)
     for m in p.models:
