@@ -239,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True)
 
     backends = ["sim", "sim:analytic", "sim:flow", "emu", "emu:replay", "emu:real"]
-    inject_help = "inject a fault, e.g. kill_server:1@120s (server 1 dies at t = 120 s); repeatable"
+    inject_help = ("inject a fault, e.g. kill_server:1@120s (server 1 dies at t = 120 s) or slow_nic:2@300s:x4 "
+                   "(server 2's NIC 4x slower from t = 300 s); repeatable")
     resume_help = "continue the interrupted run in DIR (finished jobs are kept, see docs/trials.md)"
     r = sub.add_parser("run", help="run one trial with one policy (or policy pair a+b)")
     r.add_argument("trial", nargs="?", help="trial YAML file (see docs/trials.md)")

@@ -10,6 +10,7 @@ same job records; every finished job is journaled at once (``journal.jsonl``,
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 import time
@@ -34,7 +35,7 @@ from raytestbed.core.events import Fault
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload
 
-_FAULT = re.compile(r"^(kill_server):(\d+)@([0-9.]+)s?$")
+_FAULT = re.compile(r"^(kill_server|slow_nic):(\d+)@([0-9.]+)s?(?::x([0-9.]+))?$")
 
 
 @dataclass(frozen=True)
@@ -60,11 +61,19 @@ class PolicyPair:
 
 
 def parse_fault(text: str) -> Fault:
-    """``kill_server:1@120s`` -> Fault(kill_server, 1, 120.0)."""
+    """``kill_server:1@120s`` -> Fault(kill_server, 1, 120.0); ``slow_nic:2@300s:x4`` -> server 2's NIC
+    runs 4x slower from t = 300 s."""
     m = _FAULT.match(text.strip())
     if not m:
-        raise ConfigError(f"fault {text!r}: expected the form 'kill_server:SERVER@SECONDSs'")
-    return Fault(m.group(1), int(m.group(2)), float(m.group(3)))
+        raise ConfigError(f"fault {text!r}: expected 'kill_server:SERVER@SECONDSs' or "
+                          f"'slow_nic:SERVER@SECONDSs:xFACTOR'")
+    kind, factor = m.group(1), m.group(4)
+    if (kind == "slow_nic") != (factor is not None):
+        raise ConfigError(f"fault {text!r}: slow_nic needs ':xFACTOR' (and kill_server takes none)")
+    f = float(factor) if factor is not None else 1.0
+    if not (math.isfinite(f) and f > 0) or not math.isfinite(float(m.group(3))):
+        raise ConfigError(f"fault {text!r}: the time and factor must be finite numbers > 0")
+    return Fault(kind, int(m.group(2)), float(m.group(3)), f)
 
 
 def with_faults(loaded: LoadedTrial, specs: list[str] | None) -> LoadedTrial:

@@ -165,3 +165,27 @@ def test_predictions_are_recorded_at_arrival():
     assert res["records"][0].predicted_iterations == 3 and res["records"][1].predicted_iterations == 8
     res, _, _ = run_emulated_in_process(small_cluster(2, 4), jobs, [make_policy("fifo", "placement", 0)])
     assert all(r.predicted_iterations is None for r in res["records"].values())
+
+
+def test_a_slowed_nic_slows_both_backends_alike():
+    """slow_nic:0@1s:x4 divides server 0's NIC by 4 from t = 1 s: same finish in the flow simulator
+    and on the emulator's clock; the analytic simulator cannot express it and refuses it."""
+    from raytestbed.trial import parse_fault
+
+    cl = small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
+    jobs = lambda: [rar_job(0, 0.0, workers=8, iterations=50, grad_bytes=40 * MB)]  # noqa: E731
+    fault = parse_fault("slow_nic:0@1s:x4")
+    assert fault == Fault("slow_nic", 0, 1.0, 4.0)
+    base = Simulator(cl, jobs(), make_policy("fifo", "placement", 0), mode="flow").run().records[0].finish_s
+    sim = Simulator(cl, jobs(), make_policy("fifo", "placement", 0), mode="flow", faults=[fault]).run()
+    emu, _, _ = run_emulated_in_process(cl, jobs(), [make_policy("fifo", "placement", 0)], faults=[fault],
+                                        fast_forward=False)
+    assert sim.records[0].finish_s > 3 * base
+    assert emu["records"][0].finish_s == pytest.approx(sim.records[0].finish_s, rel=1e-9)
+    with pytest.raises(ValueError, match="flow"):
+        Simulator(cl, jobs(), make_policy("fifo", "placement", 0), mode="analytic", faults=[fault])
+    from raytestbed.errors import ConfigError
+
+    for bad in ("slow_nic:0@1s", "kill_server:0@1s:x2", "slow_nic:0@1s:x0"):
+        with pytest.raises(ConfigError):
+            parse_fault(bad)

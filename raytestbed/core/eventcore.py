@@ -60,7 +60,7 @@ from raytestbed.errors import PolicyError
 P_DONE, P_FAULT, P_ARRIVAL, P_TICK = 0, 1, 2, 3
 
 #: fault kinds the event core knows (``Fault.kind``)
-FAULT_KINDS = ("kill_server",)
+FAULT_KINDS = ("kill_server", "slow_nic")
 
 
 @dataclass
@@ -122,7 +122,9 @@ class EventCore:
                 raise ValueError(f"unknown fault kind {f.kind!r} (known: {', '.join(FAULT_KINDS)})")
             if not 0 <= f.target < cluster.num_servers:
                 raise ValueError(f"fault {f}: server {f.target} does not exist")
-            self.push(f.time_s, P_FAULT, (f.kind, f.target))
+            if f.kind == "slow_nic" and not self.slows_nics:
+                raise ValueError(f"fault {f}: this backend cannot slow a NIC (the simulator needs timing mode 'flow')")
+            self.push(f.time_s, P_FAULT, (f.kind, f.target, f.factor))
         self.tick_s = min((p.tick_interval_s for p in self.policies if p.tick_interval_s), default=None)
         if self.tick_s is not None:
             self.push(0.0, P_TICK, ("tick",))
@@ -152,6 +154,8 @@ class EventCore:
             self.emit(JobArrived(t, job))
         elif kind == "kill_server":
             self.kill_server(item[1])
+        elif kind == "slow_nic":
+            self.slow_nic(item[1], item[2])
         elif kind == "tick":
             self._tick_led_to_decision = False
             self.emit(Tick(t))
@@ -262,6 +266,13 @@ class EventCore:
 
     def server_lost(self, server: int) -> None:
         """``server`` is lost (before its jobs are stopped)."""
+
+    #: whether :meth:`slow_nic` is supported (a ``slow_nic`` fault is refused at construction if not)
+    slows_nics = False
+
+    def slow_nic(self, server: int, factor: float) -> None:
+        """``server``'s NIC runs ``factor`` x slower (egress and ingress) from now on."""
+        raise ValueError("this backend cannot slow a NIC")
 
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
         raise PolicyError(f"{pol.name}: SetFlowWeights is not supported by this backend")

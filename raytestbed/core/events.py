@@ -201,8 +201,10 @@ class SetFlowRates(Decision):
 
 @dataclass(frozen=True, slots=True)
 class Fault:
-    """A fault to inject: ``kind`` is ``kill_server`` (server ``target`` at ``time_s``, seconds)."""
+    """A fault to inject at ``time_s`` (seconds) on server ``target``: ``kill_server`` (the server dies
+    for good) or ``slow_nic`` (its NIC runs ``factor`` x slower in both directions from then on)."""
 
     kind: str
     target: int
     time_s: float
+    factor: float = 1.0

@@ -654,6 +654,13 @@ class EmuScheduler(EventCore):
     def server_lost(self, server: int) -> None:
         self.service._out.kills.append(server)
 
+    slows_nics = True
+
+    def slow_nic(self, server: int, factor: float) -> None:
+        for side in ("egress", "ingress"):
+            self.service.clock.net.set_link_factor((side, server), factor)
+        self.service._config_s = self.service.clock.now
+
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
         self.service.clock.net.set_weights(weights)
         self.service._config_s = self.service.clock.now

@@ -120,9 +120,9 @@ class Simulator(EventCore):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
+        self.mode = mode
         super().__init__(cluster, jobs, (policy, network_policy), faults, on_event=on_event,
                          on_decisions=on_decisions, progress=progress)
-        self.mode = mode
         self.model = model or AsrptModel()
         self.q = int(iterations_per_coflow)
         self.until_s = until_s  #: stop the clock here (None: run until every job finished)
@@ -228,6 +228,17 @@ class Simulator(EventCore):
         self.state.now = max(self.state.now, t)
 
     # ------------------------------------------------------------- event-core hooks
+    @property
+    def slows_nics(self) -> bool:
+        return self.mode == "flow"
+
+    def slow_nic(self, server: int, factor: float) -> None:
+        caps = self.cluster.link_capacities()
+        for side in ("egress", "ingress"):
+            self._alloc.set_capacity((side, server), caps[(side, server)] / factor)
+        self._invalidate_rates()
+        self._reallocate()  # no event follows: re-time the flows in flight now
+
     def after_event(self, event: Event) -> None:
         if self._alloc is not None:
             self._reallocate()
