@@ -256,19 +256,34 @@ def test_a_step_behind_the_clock_is_counted_late():
     assert c.late_steps == 1
 
 
-def test_shift_translates_every_participant_and_credits_skips():
+def test_pause_and_shift_move_one_groups_future_and_credit_skips():
+    """Fast-forward primitives: a paused transfer keeps its bytes and resumes later; the group's
+    steps move; the other group's transfer gets the link alone meanwhile."""
     c = VirtualClock(two_servers())
-    c.register("a", "run")
-    got = []
-    c.step("a", 0.0, [Send("x", 0, 0, 4, 100 * MB)], [], got.append)
+    got = {}
+    for pid in ("a", "b"):
+        c.register(pid, pid)
+    c.step("a", 0.0, [Send("x", 0, 0, 4, 100 * MB)], [], lambda w: got.setdefault("a", w))
+    c.step("b", 0.0, [Send("y", 1, 1, 5, 100 * MB)], [], lambda w: got.setdefault("b", w))
     c.admit()
-    c.schedule(5.0, 2, ("arrival", 0))
-    c.net.advance(0.25)
-    c.now = 0.25  # 25 MB sent
-    c.shift(2.0, {"run": 7})
-    assert c.now == 2.25 and c.next_item_time() == 5.0  # other items stay where they were
-    c.advance()
-    assert got[0].t == pytest.approx(3.0) and got[0].skip == 7  # 75 MB left at 100 MB/s after the jump
+    c.schedule(0.5, 0, ("pause",))
+    events = []
+
+    def on_item(t, it):
+        events.append((t, it[0]))
+        if it[0] == "pause":  # a's group skips 1 s from t = 0.5 s (25 MB sent, 75 MB left)
+            paused = c.pause({"a"})
+            c.set_skip("a", 3)
+            c.schedule(t + 1.0, 0, ("resume-a", paused))
+        elif it[0] == "resume-a":
+            c.unpause(it[1], 1.0)
+
+    c.on_item = on_item
+    while math.isfinite(c.next_time()):
+        c.advance()
+    assert got["b"].spans["y"] == pytest.approx((0.0, 1.25))  # 25 MB shared, then 75 MB alone
+    assert got["a"].t == pytest.approx(2.25) and got["a"].skip == 3  # 75 MB alone from t = 1.5 s
+    assert got["a"].spans["x"][0] == pytest.approx(1.0)  # its start moved by the skipped second
 
 
 # ---------------------------------------------------------------- reserved NIC shares (A-SRPT's model)

@@ -194,6 +194,8 @@ class EmuBackend:
             "fast_forward": bool(getattr(self.emu, "fast_forward", None) is None
                                  or self.emu.fast_forward.enabled),
             "pace": getattr(self.emu, "pace", None),
+            "ff_windows": st.get("ff_windows", 0),
+            "ff_windows_cut": st.get("ff_windows_cut", 0),
             "clock_rounds": st.get("rounds", 0),
             "late_steps": st.get("late_steps", 0),
             "stalls": st.get("stalls", [])[:20],

@@ -51,7 +51,7 @@ from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.emu.executors.plan import JobPlan, plan_job
 from raytestbed.emu.monitor import IterationRow, RunMonitor
-from raytestbed.emu.vclock import RUN_KINDS, Send, VirtualClock, Wake
+from raytestbed.emu.vclock import Send, VirtualClock, Wake
 
 log = logging.getLogger(__name__)
 
@@ -91,9 +91,23 @@ class Run:
     monitor: RunMonitor
     pids: list
     start_s: float
+    links: frozenset = frozenset()  #: NIC (and rack) links its inter-server traffic crosses
+    changed_s: float = 0.0  #: last change of what shares its links (fast-forward needs steadiness since)
     failure: str | None = None
     ended: bool = False
     done_event: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass
+class Window:
+    """A fast-forward window of a group of runs that share links with no one else."""
+
+    runs: list[Run]
+    t0: float
+    dt: float
+    paused: list
+    pids: set
+    alphas: dict
 
 
 @dataclass
@@ -137,7 +151,10 @@ class ClockService:
         self.runs: dict[tuple, Run] = {}
         self._run_count = 0
         self._launching: list[Run] = []
-        self._config_s = 0.0  # last change of what runs and how links are shared
+        self._windows: dict[int, Window] = {}  # fast-forward windows in progress
+        self._window_of: dict[tuple, int] = {}  # run id -> its window
+        self._window_ids = 0
+        self.windows_cut = 0  #: fast-forward windows cut short by a change on their links
         self._coflow_events: list[tuple] = []
         self._activity: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
@@ -145,7 +162,6 @@ class ClockService:
         self.scheduler: EmuScheduler | None = None
         self._out = Batch()
         self._poll_ev: asyncio.Event | None = None
-        self.skipped_iterations = 0
         self.wall_start = time.perf_counter()
         self.stalls: list[str] = []
 
@@ -188,11 +204,11 @@ class ClockService:
                        ps=tuple(replace(p, replay_payload_bytes=cap) for p in plan.ps))
         pids = [(run_id, "w", w.rank) for w in plan.workers] + [(run_id, "ps", p.index) for p in plan.ps]
         mon = RunMonitor(job.job_id, len(plan.workers), iterations, start_iteration, self.clock.now)
-        run = Run(run_id, job, placement, plan, mon, pids, self.clock.now)
+        run = Run(run_id, job, placement, plan, mon, pids, self.clock.now, links=self._links_of(placement))
+        self._changed(run.links)
         self.runs[run_id] = run
         for pid in pids:
             self.clock.register(pid, run_id)
-        self._config_s = self.clock.now
         self._launching.append(run)
         if iterations <= 0:
             for pid in pids:
@@ -200,6 +216,22 @@ class ClockService:
             self._launching.remove(run)
             self.clock.schedule(self.clock.now, P_DONE, ("run", "end", run_id))
         return run
+
+    def _links_of(self, placement: Placement) -> frozenset:
+        """The links a run's inter-server traffic can cross (none for a run inside one server)."""
+        servers = set(placement.servers(self.cluster)) | set(placement.ps_servers)
+        if len(servers) < 2:
+            return frozenset()
+        return frozenset(link for a in servers for b in servers if a != b for link in self.cluster.path(a, b))
+
+    def _changed(self, links: frozenset | None) -> None:
+        """What shares ``links`` changed now (None: everything, e.g. weights): cut the fast-forward windows
+        of runs on them short and restart their steadiness."""
+        now = self.clock.now
+        for run in self.runs.values():
+            if not run.ended and (links is None or run.links & links):
+                self._cut(run)
+                run.changed_s = now
 
     async def _launch_pending(self) -> None:
         while self._launching:
@@ -227,6 +259,7 @@ class ClockService:
         run = self.runs.get(run_id)
         if run is None:
             return 0
+        self._cut(run, stop=True)
         run.ended = True
         run.failure = failure
         self.clock.drop(run_id)
@@ -234,7 +267,7 @@ class ClockService:
             self._launching.remove(run)
         if self.launcher is not None:
             self.launcher.drop(run)
-        self._config_s = self.clock.now
+        self._changed(run.links)
         run.done_event.set()
         return run.monitor.done
 
@@ -285,20 +318,20 @@ class ClockService:
         return self.drop_run(run_id)
 
     async def set_weights(self, weights: dict) -> None:
+        self._changed(None)
         self.clock.net.set_weights(dict(weights))
-        self._config_s = self.clock.now
 
     async def set_rates(self, rates: dict) -> None:
+        self._changed(None)
         self.clock.net.set_rates(dict(rates))
-        self._config_s = self.clock.now
 
     async def slow_link(self, link, factor: float) -> None:
         """Divide the capacity of ``link`` (e.g. ``("egress", 3)``, or ``("intra", m)``) by ``factor`` now."""
+        self._changed(None)
         if isinstance(link, tuple) and link and link[0] == "intra":
             self.clock.net.set_intra_factor(int(link[1]), factor)
         else:
             self.clock.net.set_link_factor(link, factor)
-        self._config_s = self.clock.now
 
     async def server_lost(self, server: int) -> None:
         """Server ``server`` died (killed by hand, or found dead): its runs fail now."""
@@ -318,7 +351,9 @@ class ClockService:
         return {"now_s": c.now, "bytes_sent": dict(c.bytes_sent), "transfers_done": c.transfers_done,
                 "in_flight": len(c.net), "late_steps": c.late_steps, "rounds": c.rounds,
                 "participants": c.participants, "runnable": len(c.runnable),
-                "skipped_iterations": self.skipped_iterations, "rate_overcommitted": c.net.overcommitted,
+                "skipped_iterations": sum(r.monitor.skipped for r in self.runs.values()),
+                "ff_windows": self._window_ids, "ff_windows_cut": self.windows_cut,
+                "rate_overcommitted": c.net.overcommitted,
                 "stalls": list(self.stalls)}
 
     async def flows(self) -> list[dict]:
@@ -461,6 +496,9 @@ class ClockService:
 
     # ------------------------------------------------------------------ clock callbacks
     def _on_item(self, t: float, item: tuple) -> None:
+        if item[0] == "ffend":
+            self._end_window(item[1])
+            return
         if item[0] == "run":
             kind, run_id = item[1], item[2]
             run = self.runs.get(run_id)
@@ -478,12 +516,13 @@ class ClockService:
             self._news()
 
     def _run_done(self, run: Run) -> None:
+        self._cut(run, stop=True)
         run.ended = True
         for pid in run.pids:
             self.clock.leave(pid)
         if self.launcher is not None:
             self.launcher.drop(run)
-        self._config_s = self.clock.now
+        self._changed(run.links)
         run.done_event.set()
         if self.scheduler is not None:
             self.scheduler.run_done(run)
@@ -499,30 +538,116 @@ class ClockService:
 
     # ------------------------------------------------------------------ fast-forward
     def _fast_forward(self) -> bool:
-        """Skip steady iterations of every run up to the next event that can change their rates."""
+        """Open a fast-forward window for every group of runs (runs sharing links) that is steady;
+        returns whether one opened (docs/emulator.md, "Fast-forward")."""
         ff = self.ff
-        live = [r for r in self.runs.values() if not r.ended]
-        if not ff.enabled or not live or (self.scheduler is not None and self.scheduler.network_policy):
+        if not ff.enabled or (self.scheduler is not None and self.scheduler.network_policy):
             return False
-        alphas = {}
-        for run in live:
-            a = run.monitor.steady(ff.window, ff.tolerance, self._config_s)
-            if a is None:
-                return False
-            alphas[run.run_id] = a
+        live = [r for r in self.runs.values() if not r.ended and r.run_id not in self._window_of
+                and r not in self._launching]
+        opened = False
+        for group in _groups(live):
+            alphas = {}
+            for run in group:
+                a = run.monitor.steady(ff.window, ff.tolerance, run.changed_s)
+                if a is None:
+                    break
+                alphas[run.run_id] = a
+            else:
+                dt = math.inf
+                for run in group:
+                    keep = ff.margin + run.plan.workers[0].num_stages + 1
+                    dt = min(dt, (run.monitor.iterations - run.monitor.done - keep) * alphas[run.run_id])
+                if len(group) == 1:  # a whole number of iterations: the run resumes in phase
+                    a = alphas[group[0].run_id]
+                    dt = math.floor(dt / a + 1e-9) * a
+                if math.isfinite(dt) and dt >= ff.min_iterations * max(alphas.values()):
+                    self._open_window(group, dt, alphas)
+                    opened = True
+        return opened
+
+    def _open_window(self, group: list[Run], dt: float, alphas: dict) -> None:
+        """Skip ``dt`` seconds of ``group``: its transfers pause, its steps and items move by ``dt``, each
+        run is credited ``dt / alpha`` iterations (its workers learn it at their next wake)."""
         now = self.clock.now
-        dt = self.clock.next_item_time(lambda it: it[0] not in RUN_KINDS) - now
-        for run in live:
-            keep = ff.margin + run.plan.workers[0].num_stages + 1
-            dt = min(dt, (run.monitor.iterations - run.monitor.done - keep) * alphas[run.run_id])
-        if not math.isfinite(dt) or dt < ff.min_iterations * max(alphas.values()):
-            return False
-        skips = {run.run_id: run.monitor.fast_forward(dt, alphas[run.run_id]) for run in live}
-        self.skipped_iterations += sum(skips.values())
-        self.clock.shift(dt, skips)
-        if self.scheduler is not None:
-            self.scheduler.fast_forwarded(live, skips)
-        return True
+        self._window_ids += 1
+        wid = self._window_ids
+        pids = {pid for run in group for pid in run.pids}
+        ids = {run.run_id for run in group}
+        paused = self.clock.pause(pids)
+        self.clock.shift_items(lambda it: _owned(it, pids, ids), dt)
+        for run in group:
+            n = run.monitor.ff_begin(dt, alphas[run.run_id])
+            for pid in run.pids:
+                self.clock.set_skip(pid, n)
+            self._window_of[run.run_id] = wid
+        self._windows[wid] = Window(group, now, dt, paused, pids, alphas)
+        self.clock.schedule(now + dt, P_DONE, ("ffend", wid))
+
+    def _end_window(self, wid: int) -> None:
+        """Window ``wid`` reached its end: its transfers resume, its runs run for real again."""
+        w = self._windows.pop(wid, None)
+        if w is None:
+            return
+        for run in w.runs:
+            self._window_of.pop(run.run_id, None)
+            run.monitor._ff_saved = None
+        self.clock.unpause(w.paused, w.dt)
+
+    def _cut(self, run: Run, stop: bool = False) -> None:
+        """``run`` is in a fast-forward window and something changes on its links now: end the window
+        early. A lone run's window ends at its next whole iteration (at or after now), so it resumes
+        in phase; a group's ends now. ``stop``: the run itself stops now (its window closes now)."""
+        wid = self._window_of.get(run.run_id)
+        if wid is None:
+            return
+        w = self._windows[wid]
+        now = self.clock.now
+        end = now
+        if len(w.runs) == 1 and not stop:
+            a = w.alphas[run.run_id]
+            end = min(w.t0 + w.dt, w.t0 + math.ceil((now - w.t0) / a - 1e-9) * a)
+        if end >= w.t0 + w.dt:
+            return  # it ends by itself then
+        self.windows_cut += 1
+        back = w.t0 + w.dt - end
+        ids = {r.run_id for r in w.runs}
+        self.clock.shift_items(lambda it: _owned(it, w.pids, ids) or it == ("ffend", wid), -back)
+        for r in w.runs:
+            if not r.ended:
+                n = r.monitor.ff_revise(end - w.t0)
+                for pid in r.pids:
+                    self.clock.set_skip(pid, n)
+        w.dt -= back
+        if end <= now:
+            self._end_window(wid)
+
+    def ff_progress(self, run: Run) -> float:
+        """Iterations ``run`` has completed by now, fast-forwarded ones counted as they pass."""
+        wid = self._window_of.get(run.run_id)
+        if wid is None:
+            return run.monitor.done
+        return run.monitor.ff_done_at(self.clock.now - self._windows[wid].t0)
+
+
+def _owned(item: tuple, pids: set, run_ids: set) -> bool:
+    """Whether a scheduled item belongs to these participants or runs (moved with a fast-forward window)."""
+    if item[0] == "resume":
+        return item[1] in pids
+    return item[0] == "run" and item[2] in run_ids
+
+
+def _groups(runs: list[Run]) -> list[list[Run]]:
+    """Runs grouped by shared links (connected components); a run inside one server is its own group."""
+    groups: list[tuple[set, list[Run]]] = []
+    for run in runs:
+        links, members = set(run.links), [run]
+        for g in [g for g in groups if g[0] & run.links]:
+            groups.remove(g)
+            links |= g[0]
+            members = g[1] + members
+        groups.append((links, members))
+    return [m for _, m in groups]
 
 
 def _touches(run: Run, server: int, cluster: Cluster) -> bool:
@@ -594,6 +719,7 @@ class EmuScheduler(EventCore):
     def job_failed(self, jid: int, reason: str) -> None:
         """A worker of ``jid``'s run died (or its launch failed): the job is pending again."""
         self.state.now = self.service.clock.now
+        self._sync_bytes()
         self.stop(jid, "failures")
         self.emit(JobFailed(self.state.now, jid, reason))
         self.warnings.append(f"job {jid}: {reason}")
@@ -620,18 +746,15 @@ class EmuScheduler(EventCore):
                 self.emit(CoflowFinished(t, jid, (coflow,), nbytes))
         self.drain()
 
-    def fast_forwarded(self, runs: list[Run], skips: dict) -> None:
-        self.state.now = self.service.clock.now
-        for run in runs:
-            jid = run.job.job_id
-            if self.run_of.get(jid) == run.run_id and jid in self.state.running:
-                self.done_iters[jid] = run.monitor.start_iteration + run.monitor.done
-                self.state.running[jid].iterations_done = self.done_iters[jid]
-
     def _sync_bytes(self) -> None:
+        """Refresh what the policies read of running jobs: bytes sent, iterations done (fast-forwarded
+        iterations counted as their time passes)."""
         sent = self.service.clock.bytes_sent
         for jid, rj in self.state.running.items():
             rj.bytes_sent = float(sent.get(jid, 0.0))
+            run = self.service.runs.get(self.run_of.get(jid))
+            if run is not None:
+                rj.iterations_done = run.monitor.start_iteration + self.service.ff_progress(run)
 
     # ------------------------------------------------------------------ event-core hooks
     def run_started(self, job: Job, placement: Placement) -> None:
@@ -644,8 +767,8 @@ class EmuScheduler(EventCore):
         rid = self.run_of.pop(jid, None)
         if rid is not None:
             run = self.service.runs[rid]
+            self.service.drop_run(rid)  # first: a fast-forward window is cut at now
             self.done_iters[jid] = run.monitor.start_iteration + run.monitor.done
-            self.service.drop_run(rid)
 
     def run_finished(self, jid: int) -> None:
         self.run_of.pop(jid, None)
@@ -657,17 +780,17 @@ class EmuScheduler(EventCore):
     slows_nics = True
 
     def slow_nic(self, server: int, factor: float) -> None:
+        self.service._changed(frozenset({("egress", server), ("ingress", server)}))
         for side in ("egress", "ingress"):
             self.service.clock.net.set_link_factor((side, server), factor)
-        self.service._config_s = self.service.clock.now
 
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
+        self.service._changed(None)
         self.service.clock.net.set_weights(weights)
-        self.service._config_s = self.service.clock.now
 
     def set_rates(self, pol: Policy, rates: dict) -> None:
+        self.service._changed(None)
         self.service.clock.net.set_rates(rates)
-        self.service._config_s = self.service.clock.now
 
 
 class LocalLauncher:

@@ -63,6 +63,7 @@ class RunMonitor:
     last_end: float = field(default=math.nan)
     rows: list[IterationRow] = field(default_factory=list)
     _pending: dict = field(default_factory=dict)
+    _ff_saved: tuple | None = None
     _next: int = 0
 
     def __post_init__(self) -> None:
@@ -110,6 +111,22 @@ class RunMonitor:
         if not mean > 0 or abs(a - b) > tolerance * mean:
             return None
         return mean
+
+    def ff_begin(self, dt: float, alpha: float) -> int:
+        """Start a fast-forward window of ``dt`` seconds at ``alpha`` s per iteration (revisable until it
+        ends: :meth:`ff_revise`); returns the whole iterations skipped."""
+        self._ff_saved = (self.done, self.skipped, self.credit, self.last_end, alpha)
+        return self.fast_forward(dt, alpha)
+
+    def ff_revise(self, dt: float) -> int:
+        """The window lasted ``dt`` seconds only (cut short): credit that instead; returns the iterations."""
+        self.done, self.skipped, self.credit, self.last_end, alpha = self._ff_saved
+        return self.fast_forward(dt, alpha)
+
+    def ff_done_at(self, elapsed: float) -> float:
+        """Iterations completed ``elapsed`` seconds into the current window (for the policies' view)."""
+        done, _, credit, _, alpha = self._ff_saved
+        return done + max(0.0, min(self.done - done, math.floor(credit + elapsed / alpha + 1e-9)))
 
     def fast_forward(self, dt: float, alpha: float) -> int:
         """``dt`` emulated seconds were skipped at ``alpha`` s per iteration: credit them; returns

@@ -108,8 +108,6 @@ class _Part:
     skip: int = 0
 
 
-#: heap item kinds that belong to participants (moved by :meth:`VirtualClock.shift`)
-RUN_KINDS = frozenset({"resume", "run"})
 
 
 class VirtualClock:
@@ -289,30 +287,34 @@ class VirtualClock:
         return woke
 
     # ------------------------------------------------------------------ fast-forward
-    def shift(self, dt: float, skips: dict[Hashable, int]) -> None:
-        """Translate every participant's future by ``dt`` emulated seconds (fast-forward).
-
-        The clock jumps from ``now`` to ``now + dt``; transfers in flight keep their bytes left,
-        steps and participant-owned items (kinds in :data:`RUN_KINDS`) move by ``dt``; items of
-        other kinds must not lie in ``[now, now + dt)`` (the caller bounds ``dt`` by them).
-        ``skips`` maps each run (participant group) to the iterations it is credited; every
-        participant of that run gets the count in its next :class:`Wake`."""
-        if dt <= 0:
-            return
-        for x in self.net.transfers():
-            x.start_s += dt
+    def pause(self, pids: set) -> list[Transfer]:
+        """Take the in-flight transfers sent by ``pids`` out of the fluid model (bytes left kept)."""
+        out = []
         for f in self._flows.values():
-            if f.span is not None:
-                f.span = (f.span[0] + dt, f.span[1] + dt)
-        for p in self._parts.values():
-            if p.wait is not None:
-                p.wait.at += dt
-                p.wait.spans = {k: (a + dt, b + dt) for k, (a, b) in p.wait.spans.items()}
-            p.skip += int(skips.get(p.group, 0))
-        self._heap[:] = [((t + dt) if it[0] in RUN_KINDS else t, pr, s, it) for t, pr, s, it in self._heap]
+            x = f.transfer
+            if f.owner in pids and x is not None and f.span is None and x.conn and x.conn in self.net.conns \
+                    and x.tid in self.net.conns[x.conn].members:
+                self.net.remove(x)
+                out.append(x)
+        return out
+
+    def unpause(self, transfers: list[Transfer], dt: float) -> None:
+        """Put paused transfers back into the fluid model now (their start moved by ``dt``)."""
+        for x in transfers:
+            if x.tid in self._by_tid:  # not dropped meanwhile
+                x.start_s += dt
+                self.net.add(x)
+
+    def shift_items(self, belongs: Callable[[tuple], bool], dt: float) -> None:
+        """Move the scheduled items ``belongs`` accepts by ``dt`` seconds (never before now)."""
+        self._heap[:] = [((max(self.now, t + dt)) if belongs(it) else t, pr, s, it) for t, pr, s, it in self._heap]
         heapq.heapify(self._heap)  # in place: the scheduler's event core shares this list
-        self.now += dt
-        self.net.t += dt
+
+    def set_skip(self, pid: Hashable, n: int) -> None:
+        """Participant ``pid`` learns at its next wake that ``n`` iterations were fast-forwarded."""
+        p = self._parts.get(pid)
+        if p is not None:
+            p.skip = int(n)
 
     # ------------------------------------------------------------------ internals
     def _start(self, waits: list[_Wait]) -> int:
