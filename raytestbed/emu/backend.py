@@ -28,6 +28,7 @@ from raytestbed.core.decisions import JobRecord
 from raytestbed.core.events import Decision, Event, Fault, JobFinished
 from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
+from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.core.eventcore import RunResult
 
 
@@ -113,6 +114,15 @@ class EmuBackend:
         self.end_time_s = 0.0
 
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        except Exception as e:  # a user error raised in the clock actor (a bad decision): its own message
+            cause = getattr(e, "cause", None)
+            if isinstance(cause, RaytestbedError):
+                raise cause from None
+            raise
+
+    def _run(self) -> RunResult:
         import ray
 
         clock = self.emu.clock
@@ -203,6 +213,26 @@ class EmuBackend:
         }
 
 
+def check_real_compute(cluster: Cluster, jobs: Sequence[Job]) -> None:
+    """Refuse, before anything starts, jobs that real compute cannot run (a model outside the zoo, no
+    profile, stages matching no layer range): one line naming the job."""
+    from raytestbed.core.placement import Placement
+    from raytestbed.core.profile import default_profiles
+    from raytestbed.emu.executors.plan import plan_job
+
+    profiles = default_profiles()
+    for job in jobs:
+        gpus = tuple(range(sum(job.replicas())))
+        if len(gpus) > cluster.total_gpus:
+            continue  # refused elsewhere
+        it = iter(gpus)
+        placement = Placement(tuple(tuple(next(it) for _ in range(k)) for k in job.replicas()))
+        try:
+            plan_job(job, placement, cluster, iterations=1, mode="real", profile=profiles.get(job.model))
+        except ConfigError as e:
+            raise ConfigError(f"emu.compute real: {e}") from None
+
+
 def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_policy: Policy | None, cfg,
                  faults: Sequence[Fault] = (), on_event=None, on_decisions=None, progress=None,
                  on_engine: Callable[[EmuBackend], None] | None = None) -> tuple[RunResult, EmuBackend, dict]:
@@ -212,6 +242,8 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
     from raytestbed.emu.cluster import EmuCluster
 
     policies = [p for p in (policy, network_policy) if p is not None]
+    if cfg.compute == "real":
+        check_real_compute(cluster, jobs)
     ff = FastForward(**cfg.fast_forward.model_dump())
     with EmuCluster(cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
                     gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes) as emu:

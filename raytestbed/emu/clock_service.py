@@ -759,7 +759,13 @@ class EmuScheduler(EventCore):
     # ------------------------------------------------------------------ event-core hooks
     def run_started(self, job: Job, placement: Placement) -> None:
         done = int(self.done_iters[job.job_id])
-        run = self.service.new_run(job, placement, job.iterations - done, done, self.mode, self.compute_factor)
+        profile = None
+        if self.mode == "real":
+            from raytestbed.core.profile import default_profiles
+
+            profile = default_profiles().get(job.model)
+        run = self.service.new_run(job, placement, job.iterations - done, done, self.mode, self.compute_factor,
+                                   profile)
         self.run_of[job.job_id] = run.run_id
         self._estimates[job.job_id] = []
 
