@@ -1,8 +1,9 @@
 """A run stopped by a real SIGTERM or SIGINT leaves nothing, or a folder that ``--resume`` completes.
 
-The run is a child process (``raytestbed.cli.main`` on the simulator). The child slows each
-journaled job by 50 ms (a wrapper around the journal callback, nothing else changed), so the
-signal lands after some jobs have finished and before the run ends, on a loaded host too.
+The run is a child process (``raytestbed.cli.main`` on the simulator). The child holds still
+(sleeps) right after its third finished job is journaled (a wrapper around the journal
+callback, nothing else changed), so the signal lands after some jobs have finished and before
+the run ends however loaded the host is.
 """
 
 from __future__ import annotations
@@ -27,20 +28,23 @@ CHILD = """
 import sys, time
 import raytestbed.trial as trial
 _orig = trial._FinishedJournal.__call__
-def _slow(self, jid):
+_done = [0]
+def _hold(self, jid):
     _orig(self, jid)
-    time.sleep(0.05)
-trial._FinishedJournal.__call__ = _slow
+    _done[0] += 1
+    if _done[0] >= 3:
+        time.sleep(120)  # the signal ends this
+trial._FinishedJournal.__call__ = _hold
 from raytestbed.cli import main
 sys.exit(main(sys.argv[1:]))
 """
 
-#: the same child, but the simulation waits 30 s before its first event (signal lands before any job ends)
+#: the same child, but the simulation waits before its first event (signal lands before any job ends)
 CHILD_PAUSED = CHILD.replace("from raytestbed.cli import main", """
 import raytestbed.sim.engine as engine
 _run = engine.Simulator.run
 def _late(self, *a, **k):
-    time.sleep(30)
+    time.sleep(120)  # the signal ends this
     return _run(self, *a, **k)
 engine.Simulator.run = _late
 from raytestbed.cli import main""")
@@ -81,7 +85,7 @@ def test_signal_leaves_a_folder_that_resume_completes(tmp_path, reference, sig, 
                              stderr=subprocess.PIPE, text=True, env=env)
     try:
         deadline = time.monotonic() + 120
-        while _finished_lines(tmp_path) < 3:  # a few jobs journaled, most still to come (50 ms each)
+        while _finished_lines(tmp_path) < 3:  # three jobs journaled; the child now waits for the signal
             assert child.poll() is None, child.stderr.read()
             assert time.monotonic() < deadline, "the child journaled no job within 120 s"
             time.sleep(0.02)
@@ -96,7 +100,7 @@ def test_signal_leaves_a_folder_that_resume_completes(tmp_path, reference, sig, 
     assert (out / "RESUMABLE.json").is_file(), err
     assert f"--resume {out}" in err
     journaled = read_journal(out / "journal.jsonl")
-    assert 3 <= len(journaled.rows) < JOBS
+    assert len(journaled.rows) == 3
 
     assert main(["run", "--resume", str(out), "--quiet"]) == 0
     jobs = pd.read_csv(out / "jobs.csv")
