@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, ValidationError,
-                      model_validator)
+                      field_validator, model_validator)
 
 from raytestbed.core.cluster import Cluster, Rack, Server
 from raytestbed.errors import ConfigError
@@ -154,6 +154,19 @@ class TrialConfig(_Strict):
     backend: Literal["sim", "emu"] = "sim"
     emu: EmuConfig = Field(default_factory=EmuConfig, description="emulator settings (backend emu only)")
     faults: list[str] = Field(default_factory=list, description='e.g. "kill_server:1@120s"')
+
+    @field_validator("policy_params")
+    @classmethod
+    def _no_nan(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """NaN is no policy parameter (infinity may be, e.g. ``reduction_bps: .inf``); ranges are the policy's."""
+        def walk(x: Any, path: str) -> None:
+            if isinstance(x, float) and math.isnan(x):
+                raise ValueError(f"{path}: NaN is not a number")
+            for k, y in (x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()):
+                walk(y, f"{path}.{k}")
+        for pol, params in v.items():
+            walk(params, pol)
+        return v
 
 
 def validation_message(err: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[str, str]:

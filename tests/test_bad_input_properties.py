@@ -643,3 +643,36 @@ def test_any_trial_field_value(path, value):
     node[path[-1]] = value
     with _folder() as d:
         _no_traceback(d, trial)
+
+
+def _policy_fields() -> list[tuple[str, str]]:
+    import inspect
+
+    from raytestbed.schedulers.base import available_policies
+
+    out = []
+    for name, cls in sorted(available_policies().items()):
+        for p in inspect.signature(cls.__init__).parameters:
+            if p not in ("self", "seed", "history", "args", "kwargs"):
+                out.append((name, p))
+    return out
+
+
+#: JUNK without positive numbers (a tiny positive interval could ask for millions of ticks)
+NON_POSITIVE_JUNK = st.one_of(st.none(), st.booleans(), st.text(max_size=8), NON_FINITE.map(float),
+                              st.floats(-1e300, 0), st.integers(-2 ** 70, 0), st.lists(st.integers(-3, 3), max_size=3))
+
+
+@BAD
+@given(where=st.sampled_from(_policy_fields()), value=NON_POSITIVE_JUNK)
+def test_any_policy_parameter_value(where, value):
+    policy, field = where
+    with _folder() as d:
+        trial = _trial({"kind": "synthetic", "jobs": 3, "comm_mix": {"rar": 1.0}}, policy_params={policy: {field: value}})
+        from raytestbed.schedulers.base import available_policies
+
+        if available_policies()[policy].role == "network":
+            trial.update(policy="fifo", network_policy=policy, timing={"mode": "flow"})
+        else:
+            trial.update(policy=policy)
+        _no_traceback(d, trial)

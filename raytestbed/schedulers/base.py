@@ -85,3 +85,5 @@ def make_policy(name: str, role: str | None = None, seed: int = 0, **params: Any
         return cls(seed=seed, **params)
     except TypeError as e:
         raise PolicyError(f"policy {name!r}: bad parameters {sorted(params)}: {e}") from None
+    except (ValueError, OverflowError) as e:  # a constructor's own range check, or a value it cannot convert
+        raise PolicyError(f"policy {name!r}: bad parameters {sorted(params)}: {e}") from None
