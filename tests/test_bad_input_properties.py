@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from raytestbed.cli import main
@@ -38,7 +38,10 @@ from raytestbed.traces.datadir import ENV_VAR
 
 
 def _settings(n: int) -> settings:
+    # no shrinking: a failure is reported at once with the example that failed (shrinking can take
+    # minutes here, each step a CLI run); re-enable Phase.shrink locally to minimise an example
     return settings(max_examples=n, deadline=None, derandomize=True, database=None,
+                    phases=(Phase.explicit, Phase.generate),
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -72,6 +75,15 @@ BAD_TIME = st.one_of(NON_FINITE, NEGATIVE, HUGE_TIME, NOT_A_NUMBER, EMPTY)
 BAD_COUNT = st.one_of(NON_FINITE, NEGATIVE, ZERO, FRACTION, HUGE_INT, NOT_A_NUMBER, EMPTY)
 #: an integer cell (>= 0)
 BAD_INT = st.one_of(NON_FINITE, NEGATIVE, FRACTION, HUGE_INT, NOT_A_NUMBER, EMPTY)
+
+#: optional parameters: ``None`` (null) is valid for them
+OPTIONAL = {"limit", "offered_load", "jobs@philly", "arrival_slots", "servers.0.nic_gbps"}
+
+
+def _required(field: str, strategy: st.SearchStrategy) -> st.SearchStrategy:
+    """``strategy`` without ``None`` when ``field`` is optional (null means its default there)."""
+    return strategy.filter(lambda v: v is not None) if field in OPTIONAL else strategy
+
 
 #: a YAML parameter that must be a positive number
 BAD_POSITIVE = st.one_of(st.sampled_from([float("nan"), float("inf"), float("-inf"), 0, -1, -0.5, "x", None]),
@@ -193,8 +205,9 @@ def test_csv_malformed_duration(rows, dur):
 
 
 @BAD
-@given(rows=csv_rows(), field=st.sampled_from(["arrival_scale", "iteration_scale", "limit"]), value=BAD_POSITIVE)
-def test_csv_malformed_parameter(rows, field, value):
+@given(rows=csv_rows(), field=st.sampled_from(["arrival_scale", "iteration_scale", "limit"]), data=st.data())
+def test_csv_malformed_parameter(rows, field, data):
+    value = data.draw(_required(field, BAD_POSITIVE))
     with _folder() as d:
         _write_csv(d / "jobs.csv", CSV_HEADER, rows)
         _refused(d, _trial({"kind": "csv", "path": "jobs.csv", field: value}), f"workload: {field}: ")
@@ -300,7 +313,8 @@ def test_philly_malformed_cell(data):
 @given(rows=philly_rows(), data=st.data(), field=st.sampled_from(["arrival_scale", "iteration_scale", "offered_load",
                                                                   "jobs", "configs_per_model", "max_stages"]))
 def test_philly_malformed_parameter(rows, data, field):
-    value = data.draw(BAD_POSITIVE_INT if field in ("jobs", "configs_per_model", "max_stages") else BAD_POSITIVE)
+    value = data.draw(_required(f"{field}@philly" if field == "jobs" else field, BAD_POSITIVE_INT if field in (
+        "jobs", "configs_per_model", "max_stages") else BAD_POSITIVE))
     with _folder() as d:
         _write_csv(d / "p.csv", PHILLY_HEADER, rows)
         _refused(d, _trial({"kind": "philly", "path": "p.csv", field: value}), f"workload: {field}: ")
@@ -399,7 +413,7 @@ GADGET_BAD = {
 @given(field=st.sampled_from(sorted(GADGET_BAD)), data=st.data())
 def test_gadget_malformed_parameter(field, data):
     with _folder() as d:
-        _refused(d, _trial({"kind": "gadget", "jobs": 3, field: data.draw(GADGET_BAD[field])}), field)
+        _refused(d, _trial({"kind": "gadget", "jobs": 3, field: data.draw(_required(field, GADGET_BAD[field]))}), field)
 
 
 @BAD
@@ -572,7 +586,7 @@ def test_trial_malformed_field(path, data):
     node = trial
     for key in path[:-1]:
         node = node[key]
-    node[path[-1]] = data.draw(TRIAL_BAD[path])
+    node[path[-1]] = data.draw(_required(".".join(map(str, path[1:])), TRIAL_BAD[path]))
     with _folder() as d:
         err = _refused(d, trial)
         assert "t.yaml" in err or path[0] in ("policy", "faults"), err
