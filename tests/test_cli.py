@@ -228,3 +228,15 @@ timing: {mode: flow, iterations_per_coflow: 5}
     assert main(["compare", str(trial), "--policies", "sjf-bco", "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "sjf-bco" in err and "single-stage" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("lines, says", [
+    ("policy_params: {asrpt: {tau: []}}", "policy 'asrpt': parameter tau: Input should be a valid number, got []"),
+    ("policy_params: {asrpt: {retrain_every: .inf}}", "parameter retrain_every: Input should be a valid integer, got inf"),
+    ("policy_params: {asrpt: {tau: .nan}}", "asrpt.tau: NaN is not a number"),
+    ("timing: {model: sjfbco, model_params: {reduction_bps: 0}}", "timing.model_params: reduction_bps must be > 0"),
+])
+def test_bad_policy_or_model_parameter_is_one_line(tmp_path, capsys, lines, says):
+    t = _write(tmp_path, "t.yaml", f"cluster: laptop.yaml\npolicy: asrpt\n{lines}\nworkload: {{kind: synthetic, jobs: 3}}\n")
+    err = _err(tmp_path, capsys, ["run", str(t)])
+    assert says in err

@@ -72,6 +72,27 @@ def available_policies() -> dict[str, type[Policy]]:
     return dict(sorted(_REGISTRY.items()))
 
 
+def _check_types(cls: type, name: str, params: dict[str, Any]) -> None:
+    """Each parameter against the constructor's annotation (strict: no bool for a number, no text for a
+    number, an int for a float is fine); PolicyError naming the first bad one. The values passed on are
+    the caller's, unchanged; ranges stay the constructor's own checks."""
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation that does not resolve: leave the checks to the constructor
+        return
+    for key, value in params.items():
+        if key in hints:
+            try:
+                TypeAdapter(hints[key]).validate_python(value, strict=True)
+            except ValidationError as e:
+                msg = e.errors()[0]["msg"]
+                raise PolicyError(f"policy {name!r}: parameter {key}: {msg}, got {value!r}"[:300]) from None
+
+
 def make_policy(name: str, role: str | None = None, seed: int = 0, **params: Any) -> Policy:
     """Instantiate a policy by id; raise :class:`PolicyError` for an unknown id or bad params."""
     pols = available_policies()
@@ -81,6 +102,7 @@ def make_policy(name: str, role: str | None = None, seed: int = 0, **params: Any
     cls = pols[name]
     if role is not None and cls.role != role:
         raise PolicyError(f"policy {name!r} is a {cls.role} policy, not a {role} policy")
+    _check_types(cls, name, params)
     try:
         return cls(seed=seed, **params)
     except TypeError as e:
