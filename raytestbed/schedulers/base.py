@@ -86,8 +86,9 @@ def _check_types(cls: type, name: str, params: dict[str, Any]) -> None:
         return
     for key, value in params.items():
         if key in hints:
+            plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value  # numpy scalar
             try:
-                TypeAdapter(hints[key]).validate_python(value, strict=True)
+                TypeAdapter(hints[key]).validate_python(plain, strict=True)
             except ValidationError as e:
                 msg = e.errors()[0]["msg"]
                 raise PolicyError(f"policy {name!r}: parameter {key}: {msg}, got {value!r}"[:300]) from None
