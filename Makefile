@@ -1,11 +1,12 @@
 # Two entry points for a fresh machine: `make demo` and `make test`.
 # Each creates .venv and installs what it needs (CPU torch pinned first).
+# Developer targets: `make test-slow` (the slow-marked tests), `make bench`.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-stamp
 
-.PHONY: demo test bench clean
+.PHONY: demo test test-slow bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -19,6 +20,10 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest
+
+# the slow-marked tests (emulator soak-style checks, full-trace loads), each with a 900 s limit
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow --timeout=900
 
 bench: $(STAMP)
 	$(PY) scripts/bench_sim.py

@@ -11,18 +11,45 @@
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
 
 Bad input (config, trace row, flag) prints one line ``raytestbed: error: ...`` and
-exits with status 2; nothing is left half-written, except that an interrupted run
-in which jobs had finished leaves a resumable folder (``--resume DIR``). ``parity``
+exits with status 2; nothing is left half-written, except that a run interrupted
+(Ctrl-C / SIGINT, exit 130; SIGTERM, exit 143) after some jobs had finished leaves a
+resumable folder (``--resume DIR``). ``parity``
 exits with status 1 when the check fails.
 """
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from pathlib import Path
 
 from raytestbed.errors import RaytestbedError
+
+
+class _FlagError(RaytestbedError):
+    """A bad command line (unknown flag, bad value); printed as one line like any input error."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse without the usage block on errors: a bad flag is one line and exit status 2."""
+
+    def error(self, message: str):  # noqa: D102 - argparse API
+        command = self.prog.removeprefix("raytestbed").strip()
+        raise _FlagError(f"{command + ': ' if command else ''}{message} (see '{self.prog} --help')")
+
+
+def _seed(text: str) -> int:
+    """``--seed``: an integer in [0, MAX_SEED]."""
+    from raytestbed.config import MAX_SEED
+
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if not 0 <= v <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text} is not in [0, 2**63 - 1]")
+    return v
 
 
 def _table(rows: list[dict], cols: list[str]) -> str:
@@ -234,7 +261,7 @@ def _cmd_bench(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="raytestbed", description="GPU-cluster scheduler testbed: simulate or "
+    p = _Parser(prog="raytestbed", description="GPU-cluster scheduler testbed: simulate or "
                                 "emulate DDL job scheduling policies.")
     sub = p.add_subparsers(dest="command", required=True)
 
@@ -247,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--backend", choices=backends, default=None, help="backend (default: the trial's)")
     r.add_argument("--out", help="results folder to create")
     r.add_argument("--policy", help="policy id, or placement+network pair (default: the trial's)")
-    r.add_argument("--seed", type=int, help="seed (default: the trial's)")
+    r.add_argument("--seed", type=_seed, help="seed (default: the trial's)")
     r.add_argument("--force", action="store_true", help="replace an existing results folder")
     r.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     r.add_argument("--resume", metavar="DIR", help=resume_help)
@@ -259,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--policies", help="comma-separated policy ids, e.g. fifo,asrpt")
     c.add_argument("--backend", choices=backends, default=None)
     c.add_argument("--out")
-    c.add_argument("--seed", type=int)
+    c.add_argument("--seed", type=_seed)
     c.add_argument("--force", action="store_true")
     c.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     c.add_argument("--resume", metavar="DIR", help=resume_help)
@@ -272,7 +299,7 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--policies", help="comma-separated policy ids (default: the trial's policy)")
     pa.add_argument("--backends", default="sim,emu", help="two backends, e.g. sim,emu or sim:analytic,sim:flow")
     pa.add_argument("--limit", type=float, default=0.10, help="pass limit on |relative difference| (0.10 = 10%%)")
-    pa.add_argument("--seed", type=int)
+    pa.add_argument("--seed", type=_seed)
     pa.add_argument("--force", action="store_true")
     pa.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     pa.add_argument("--quiet", action="store_true")
@@ -307,22 +334,40 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM arrived: unwinds like Ctrl-C, so results folders are cleaned up or left resumable."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM must not cut the clean-up short
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    """Run the command; 0 on success, 2 on bad input (one line on stderr), 130 on Ctrl-C, 143 on SIGTERM."""
+    import threading
+
+    on_main = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
+    args = None
     try:
+        args = build_parser().parse_args(argv)
         return args.fn(args)
     except RaytestbedError as e:
         print(f"raytestbed: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         out = getattr(args, "resume", None) or getattr(args, "out", None)
+        what = "terminated" if isinstance(e, Terminated) else "interrupted"
         if out and (Path(out) / "RESUMABLE.json").exists():
-            print(f"raytestbed: interrupted; finished jobs are journaled in {out}: continue with "
+            print(f"raytestbed: {what}; finished jobs are journaled in {out}: continue with "
                   f"'raytestbed {args.command} --resume {out}'", file=sys.stderr)
         else:
-            print("raytestbed: interrupted; no results folder was written", file=sys.stderr)
-        return 130
+            print(f"raytestbed: {what}; no results folder was written", file=sys.stderr)
+        return 143 if isinstance(e, Terminated) else 130
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)
 
 
 if __name__ == "__main__":

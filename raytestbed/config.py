@@ -3,29 +3,43 @@
 Bandwidths are written as papers write them (``nic_gbps: 10``,
 ``intra_gbytes_per_s: 300``) and converted to bytes/s here, once (DESIGN
 principle 3). Every validation problem becomes a one-line
-:class:`~raytestbed.errors.ConfigError` naming the file and the field.
+:class:`~raytestbed.errors.ConfigError` naming the file, the field and the value given.
+NaN and infinity are refused in every numeric field (``timing.model_params`` alone accepts
+infinity, e.g. ``reduction_bps: .inf`` = no reduction).
 See ``docs/trials.md`` for a commented example.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+import math
+from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
-                      ValidationError, field_validator, model_validator)
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
+                      PositiveInt, ValidationError, field_validator, model_validator)
 
 from raytestbed.core.cluster import Cluster, Rack, Server
 from raytestbed.errors import ConfigError
 from raytestbed.units import gbps_to_bytes_per_s, gbytes_per_s_to_bytes_per_s
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+MAX_SEED = 2 ** 63 - 1  #: seeds are integers in [0, MAX_SEED] (trial files and --seed)
 CLUSTER_CONFIG_DIR = REPO_ROOT / "cluster_configs"
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+
+def _not_nan(v: float) -> float:
+    if math.isnan(v):
+        raise ValueError("NaN is not a number")
+    return v
+
+
+#: a model parameter: finite or infinite, never NaN
+_ModelParam = Annotated[float, Field(allow_inf_nan=True), AfterValidator(_not_nan)]
 
 
 class ServerGroup(_Strict):
@@ -99,7 +113,7 @@ class TimingConfig(_Strict):
 
     mode: Literal["analytic", "flow"] = "analytic"
     model: Literal["asrpt", "sjfbco", "gadget"] = "asrpt"
-    model_params: dict[str, float] = Field(default_factory=dict)
+    model_params: dict[str, _ModelParam] = Field(default_factory=dict)
     iterations_per_coflow: PositiveInt = 1
 
 
@@ -150,7 +164,7 @@ class TrialConfig(_Strict):
     """A trial file: cluster + workload + policy + backend + seed."""
 
     name: str = "trial"
-    seed: int = 0
+    seed: int = Field(0, ge=0, le=MAX_SEED, description="seeds the workload, the policies and the backend")
     cluster: str | dict[str, Any] = Field(
         description="path (relative to the trial file, or a name in cluster_configs/) or an inline cluster mapping"
     )
@@ -163,13 +177,36 @@ class TrialConfig(_Strict):
     emu: EmuConfig = Field(default_factory=EmuConfig, description="emulator settings (backend emu only)")
     faults: list[str] = Field(default_factory=list, description='e.g. "kill_server:1@120s"')
 
+    @field_validator("policy_params")
+    @classmethod
+    def _no_nan(cls, v: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """NaN is no policy parameter (infinity may be, e.g. ``reduction_bps: .inf``); ranges are the policy's."""
+        def walk(x: Any, path: str) -> None:
+            if isinstance(x, float) and math.isnan(x):
+                raise ValueError(f"{path}: NaN is not a number")
+            for k, y in (x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()):
+                walk(y, f"{path}.{k}")
+        for pol, params in v.items():
+            walk(params, pol)
+        return v
 
-def _format_error(where: str, err: ValidationError) -> str:
+
+def validation_message(err: ValidationError, prefix: tuple[str, ...] = ()) -> tuple[str, str]:
+    """(field path, reason) of a pydantic error's first problem; the reason quotes the value given."""
     e = err.errors()[0]
-    loc = ".".join(str(x) for x in e["loc"]) or "(top level)"
+    loc = ".".join(str(x) for x in (*prefix, *e["loc"]))
     msg = e["msg"].removeprefix("Value error, ")
+    value = e.get("input")
+    if isinstance(value, (bool, int, float, str)) and e["type"] != "missing":
+        shown = repr(value)
+        msg += f", got {shown if len(shown) <= 40 else shown[:37] + '...'}"
+    return loc, msg
+
+
+def _format_error(where: str, err: ValidationError, prefix: tuple[str, ...] = ()) -> str:
+    loc, msg = validation_message(err, prefix)
     more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
-    return f"{where}: {loc}: {msg}{more}"
+    return f"{where}: {loc or '(top level)'}: {msg}{more}"
 
 
 def read_yaml(path: str | Path) -> Any:
@@ -251,9 +288,7 @@ def parse_trial(data: dict, where: str, path: Path | None = None) -> LoadedTrial
         try:
             cluster_cfg = ClusterConfig.model_validate(trial.cluster)
         except ValidationError as e:
-            err = e.errors()[0]
-            loc = ".".join(["cluster", *(str(x) for x in err["loc"])])
-            raise ConfigError(f"{where}: {loc}: {err['msg'].removeprefix('Value error, ')}") from None
+            raise ConfigError(_format_error(where, e, ("cluster",))) from None
     try:
         cluster_cfg.build()
     except ValueError as e:

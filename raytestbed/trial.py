@@ -192,7 +192,7 @@ def run_into(
                               f"{trial.timing.mode!r})")
     try:
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
-    except TypeError as e:
+    except (TypeError, ValueError) as e:
         raise ConfigError(f"timing.model_params: {e}") from None
     faults = [parse_fault(f) for f in trial.faults]
     for f in faults:

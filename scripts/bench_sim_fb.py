@@ -49,7 +49,7 @@ def run_one(limit: int, arrival_scale: float, scheme: str, gbps: float = 10.0) -
 
 def spawn(code_root: Path, limit: int, arrival_scale: float, scheme: str) -> dict:
     """``run_one`` in a fresh process that imports ``raytestbed`` from ``code_root``."""
-    from raytestbed.traces.parrot_workloads import data_dir
+    from raytestbed.traces.datadir import find_data_dir as data_dir
 
     env = {**os.environ, "PYTHONPATH": str(code_root), "PYTHONDONTWRITEBYTECODE": "1"}
     if data_dir() is not None:  # an extracted revision finds no shared/data above it

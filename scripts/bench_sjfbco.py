@@ -24,7 +24,8 @@ sys.path.insert(0, str(ROOT))
 from raytestbed.config import load_cluster  # noqa: E402
 from raytestbed.core.timing import SjfbcoParams  # noqa: E402
 from raytestbed.placement.sjfbco_plan import SjfbcoPlanner  # noqa: E402
-from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, find_data_dir, sjfbco_jobs  # noqa: E402
+from raytestbed.traces.datadir import find_data_dir  # noqa: E402
+from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
 
 GOAL_S = 2.0
 

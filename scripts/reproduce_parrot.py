@@ -57,7 +57,7 @@ from raytestbed.schedulers.base import make_policy  # noqa: E402
 from raytestbed.schedulers.coflow_base import FILL_RESIDUAL_DEFAULT  # noqa: E402
 from raytestbed.schedulers.parrot import FILL_ORDER_DEFAULT  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
-from raytestbed.traces.parrot_workloads import data_dir  # noqa: E402
+from raytestbed.traces.datadir import find_data_dir as data_dir  # noqa: E402
 from raytestbed.traces.registry import load_workload  # noqa: E402
 
 SCHEMES = ["parrot", "parrot-wo-wc", "aalo", "aalo-wo-wc", "lccf", "lccf-wo-wc"]

@@ -41,7 +41,8 @@ from raytestbed.core.cluster import Cluster  # noqa: E402
 from raytestbed.core.timing import SjfbcoModel, SjfbcoParams  # noqa: E402
 from raytestbed.schedulers.base import make_policy  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
-from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, find_data_dir, sjfbco_jobs  # noqa: E402
+from raytestbed.traces.datadir import find_data_dir  # noqa: E402
+from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
 
 MODEL = dict(xi1=1.0, xi2_s=1e-4, degradation_alpha=1.0)
 POLICIES = ["sjf-bco", "ff", "ls", "rand"]

@@ -53,7 +53,8 @@ from raytestbed.schedulers.base import (  # noqa: E402
     make_policy,
 )
 from raytestbed.sim.engine import Simulator  # noqa: E402
-from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, find_data_dir, sjfbco_jobs  # noqa: E402
+from raytestbed.traces.datadir import find_data_dir  # noqa: E402
+from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
 
 XI1, XI2 = 1.0, 1e-4
 

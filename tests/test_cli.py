@@ -143,10 +143,48 @@ def test_existing_results_folder_is_kept_without_force(tmp_path, capsys):
     assert "--force" in capsys.readouterr().err
 
 
-def test_bad_cli_flag_exits_2():
-    with pytest.raises(SystemExit) as e:
-        main(["run", str(DEMO), "--backend", "gpu", "--out", "x"])
-    assert e.value.code == 2
+@pytest.mark.parametrize("args, says", [
+    (["run", str(DEMO), "--seed", "abc"], "argument --seed: 'abc' is not an integer"),
+    (["run", str(DEMO), "--seed", "-1"], "argument --seed: -1 is not in"),
+    (["run", str(DEMO), "--backend", "gpu"], "argument --backend: invalid choice: 'gpu'"),
+    (["run", str(DEMO), "--bogus"], "unrecognized arguments: --bogus"),
+    (["compare", str(DEMO), "--seed", "1.5", "--policies", "fifo"], "argument --seed: '1.5' is not an integer"),
+    (["parity", str(DEMO), "--limit", "x"], "argument --limit: invalid float value: 'x'"),
+    (["nosuch"], "invalid choice: 'nosuch'"),
+    ([], "the following arguments are required: command"),
+])
+def test_bad_cli_flag_is_one_line_exit_2(tmp_path, capsys, args, says):
+    out = tmp_path / "x"
+    assert main(args + (["--out", str(out)] if args else [])) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and cap.err.startswith("raytestbed: error: ") and cap.err.count("\n") == 1, cap.err
+    assert says in cap.err and "usage:" not in cap.err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("column, cell", [
+    ("arrival_s", "nan"), ("arrival_s", "inf"), ("arrival_s", "-5"), ("duration_s", "nan"), ("duration_s", "inf"),
+])
+def test_non_finite_or_negative_cell_is_one_line_naming_row_and_column(tmp_path, capsys, column, cell):
+    row = {"arrival_s": "3", "duration_s": "100", column: cell}
+    _write(tmp_path, "jobs.csv", "job_id,arrival_s,gpus,duration_s,model\n0,0,2,50,vgg16\n"
+           f"1,{row['arrival_s']},2,{row['duration_s']},vgg16\n")
+    t = _write(tmp_path, "t.yaml", "cluster: laptop.yaml\nworkload: {kind: csv, path: jobs.csv}\n")
+    err = _err(tmp_path, capsys, ["run", str(t)])
+    assert f"jobs.csv line 3: column '{column}': '{cell}' is " in err
+
+
+@pytest.mark.parametrize("lines, field", [
+    ("cluster: {nic_gbps: .inf, intra_gbytes_per_s: 300, servers: [{gpus: 4}]}", "cluster.nic_gbps"),
+    ("cluster: {nic_gbps: 10, intra_gbytes_per_s: .nan, servers: [{gpus: 4}]}", "cluster.intra_gbytes_per_s"),
+    ("cluster: laptop.yaml\nemu: {pace: .inf}", "emu.pace"),
+    ("cluster: laptop.yaml\ntiming: {model_params: {xi1: .nan}}", "timing.model_params.xi1"),
+    ("cluster: laptop.yaml\nseed: -1", "seed"),
+])
+def test_non_finite_trial_field_is_one_line_naming_it(tmp_path, capsys, lines, field):
+    t = _write(tmp_path, "t.yaml", lines + "\nworkload: {kind: synthetic, jobs: 3}\n")
+    err = _err(tmp_path, capsys, ["run", str(t)])
+    assert f"t.yaml: {field}: " in err and ", got " in err
 
 
 def test_utilisation_series_counts_busy_gpus():
@@ -190,3 +228,15 @@ timing: {mode: flow, iterations_per_coflow: 5}
     assert main(["compare", str(trial), "--policies", "sjf-bco", "--out", str(tmp_path / "o"), "--quiet"]) == 2
     err = capsys.readouterr().err
     assert "sjf-bco" in err and "single-stage" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("lines, says", [
+    ("policy_params: {asrpt: {tau: []}}", "policy 'asrpt': parameter tau: Input should be a valid number, got []"),
+    ("policy_params: {asrpt: {retrain_every: .inf}}", "parameter retrain_every: Input should be a valid integer, got inf"),
+    ("policy_params: {asrpt: {tau: .nan}}", "asrpt.tau: NaN is not a number"),
+    ("timing: {model: sjfbco, model_params: {reduction_bps: 0}}", "timing.model_params: reduction_bps must be > 0"),
+])
+def test_bad_policy_or_model_parameter_is_one_line(tmp_path, capsys, lines, says):
+    t = _write(tmp_path, "t.yaml", f"cluster: laptop.yaml\npolicy: asrpt\n{lines}\nworkload: {{kind: synthetic, jobs: 3}}\n")
+    err = _err(tmp_path, capsys, ["run", str(t)])
+    assert says in err

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from raytestbed.errors import TraceError
-from raytestbed.traces.csvrows import csv_rows
+from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 
 
 def _write(path, text):
@@ -58,3 +58,36 @@ def test_unreadable_file_is_one_line(tmp_path):
 def test_exact_header_rows_are_keyed_by_column(tmp_path):
     p = _write(tmp_path / "t.csv", " x , y\n1,2\n\n3,4\n")
     assert [r for _, r in csv_rows(p, ("x", "y"), exact_header=True)] == [{"x": "1", "y": "2"}, {"x": "3", "y": "4"}]
+
+
+# ---- parse_number: the one check of a numeric cell
+
+@pytest.mark.parametrize("raw, kwargs, reason", [
+    (None, {}, "missing value"),
+    ("  ", {}, "missing value"),
+    ("abc", {}, "'abc' is not a number"),
+    ("nan", {}, "'nan' is not a finite number"),
+    ("NaN", {"allow_negative": True}, "'NaN' is not a finite number"),
+    ("inf", {}, "'inf' is not a finite number"),
+    ("-inf", {"allow_negative": True}, "'-inf' is not a finite number"),
+    ("1e999", {}, "'1e999' is not a finite number"),
+    ("-5", {}, "'-5' is negative"),
+    ("2.5", {"kind": int}, "'2.5' is not an integer"),
+    ("0", {"kind": int, "positive": True}, "'0' must be > 0"),
+    ("2e10", {"maximum": MAX_SECONDS}, "'2e10' is above the limit 1e+10 s"),
+    ("1e17", {"kind": int}, "'1e17' is above the limit"),
+])
+def test_parse_number_refuses_with_the_cell(raw, kwargs, reason):
+    with pytest.raises(TraceError) as e:
+        parse_number(raw, "t.csv line 7", "arrival_s", **kwargs)
+    msg = str(e.value)
+    assert msg.startswith(f"t.csv line 7: column 'arrival_s': {reason}") and "\n" not in msg
+
+
+@pytest.mark.parametrize("raw, kwargs, value", [
+    ("3", {}, 3.0), (" 3.5 ", {}, 3.5), ("3.0", {"kind": int}, 3), ("1e3", {"kind": int}, 1000),
+    ("0", {}, 0.0), ("-2", {"allow_negative": True}, -2.0), ("1e10", {"maximum": MAX_SECONDS}, 1e10),
+])
+def test_parse_number_accepts(raw, kwargs, value):
+    v = parse_number(raw, "w", "c", **kwargs)
+    assert v == value and type(v) is type(value)

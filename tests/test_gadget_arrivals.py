@@ -35,8 +35,7 @@ def arrivals(jobs):
 
 
 def real_traces():
-    if os.environ.get(ENV_VAR):
-        return None
+    """The data folder as the loaders find it ($RAYTESTBED_DATA_DIR or shared/data), if it has both traces."""
     d = find_data_dir([Path(__file__).parent])
     if d is None or not all((d / t.file).is_file() for t in ARRIVAL_TRACES.values()):
         return None
@@ -165,3 +164,14 @@ def test_real_trace_arrivals(cluster, trace, n, arrival_slots):
     # deterministic under the seed; another seed takes another stretch of the trace
     np.testing.assert_array_equal(a, arrivals(gadget(cluster, seed=3, jobs=n, arrivals=trace, **kw)))
     assert not np.array_equal(a, arrivals(gadget(cluster, seed=4, jobs=n, arrivals=trace, **kw)))
+
+
+def test_real_trace_tests_follow_the_loaders_data_folder(tmp_path, monkeypatch):
+    # $RAYTESTBED_DATA_DIR (the documented override) must not switch the real-trace tests off
+    d = find_data_dir([Path(__file__).parent])
+    if d is None:
+        pytest.skip("no data folder: nothing to point $RAYTESTBED_DATA_DIR at")
+    monkeypatch.setenv(ENV_VAR, str(d))
+    assert (real_traces() == d) == all((d / t.file).is_file() for t in ARRIVAL_TRACES.values())
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "absent"))
+    assert real_traces() is None

@@ -13,10 +13,11 @@ from raytestbed.network.traffic import iteration_traffic
 from raytestbed.schedulers.base import JobArrived, StartJob, make_policy
 from raytestbed.core.state import ClusterState
 from raytestbed.sim.engine import Simulator
-from raytestbed.traces.parrot_workloads import FB_FILE, MS60_FILE, data_dir
+from raytestbed.traces.datadir import find_data_dir
+from raytestbed.traces.parrot_workloads import FB_FILE, MS60_FILE
 from raytestbed.traces.registry import load_workload
 
-DATA = data_dir()
+DATA = find_data_dir([Path(__file__).parent])
 needs_data = pytest.mark.skipif(DATA is None or not DATA.joinpath(*MS60_FILE).is_file(), reason="shared data absent")
 
 

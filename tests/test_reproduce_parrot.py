@@ -9,10 +9,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from raytestbed.traces.parrot_workloads import MS60_FILE, data_dir
+from raytestbed.traces.datadir import find_data_dir
+from raytestbed.traces.parrot_workloads import MS60_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = data_dir()
+DATA = find_data_dir([Path(__file__).parent])
 
 
 @pytest.fixture(scope="module")

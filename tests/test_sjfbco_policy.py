@@ -12,7 +12,8 @@ from raytestbed.errors import ConfigError
 from raytestbed.schedulers.base import available_policies, make_policy
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload
-from raytestbed.traces.sjfbco_workload import PAPER_MIX, SjfbcoWorkloadParams, find_data_dir, sjfbco_jobs
+from raytestbed.traces.datadir import find_data_dir
+from raytestbed.traces.sjfbco_workload import PAPER_MIX, SjfbcoWorkloadParams, sjfbco_jobs
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(xi1=1.0, xi2_s=1e-4, degradation_alpha=1.0)

@@ -144,9 +144,7 @@ def test_unknown_parameter_is_config_error(data_root):
 # ---- the real traces in shared/data (skipped when absent)
 
 def _real_data():
-    import os
-    if os.environ.get(ENV_VAR):
-        return None
+    """The data folder as the loaders find it ($RAYTESTBED_DATA_DIR or shared/data), or None."""
     return find_data_dir([Path(__file__).parent])
 
 
@@ -266,3 +264,14 @@ def test_testbed_script_with_history_and_trace_choice(data_root, tmp_path):
     cfg = yaml.safe_load((out / "set0" / "sim" / "asrpt" / "config.yaml").read_text())
     assert cfg["workload"]["kind"] == "dirlab" and cfg["workload"]["history_jobs"] == 5
     assert mod.main(["--out", str(out), "--trace", "nope", "--backends", "sim"]) == 2
+
+
+def test_real_trace_tests_follow_the_loaders_data_folder(tmp_path, monkeypatch):
+    # $RAYTESTBED_DATA_DIR (the documented override) must not switch the real-trace tests off
+    d = find_data_dir([Path(__file__).parent])
+    if d is None:
+        pytest.skip("no data folder: nothing to point $RAYTESTBED_DATA_DIR at")
+    monkeypatch.setenv(ENV_VAR, str(d))
+    assert _real_data() == d
+    monkeypatch.setenv(ENV_VAR, str(tmp_path / "absent"))
+    assert _real_data() is None

@@ -193,6 +193,13 @@ class SjfbcoParams:
     degradation_alpha: float = 1.0
     reduction_bps: float = math.inf
 
+    def __post_init__(self) -> None:
+        for name in ("xi1", "xi2_s", "degradation_alpha"):
+            if not getattr(self, name) >= 0:  # NaN fails too
+                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        if not self.reduction_bps > 0:
+            raise ValueError(f"reduction_bps must be > 0, got {self.reduction_bps!r}")
+
 
 def sjfbco_degradation(k: float, alpha: float) -> float:
     """f(alpha, k) = k + alpha (k - 1): the paper's linear example (sjfbco.md §2.4); f(alpha, 1) = 1."""
@@ -401,6 +408,10 @@ class GadgetModel(IterationModel):
 
     def __init__(self, reduction_bps: float = math.inf, overhead_s: float = 0.0,
                  per_worker_iterations: float = 0.0) -> None:
+        if not reduction_bps > 0:  # NaN fails too
+            raise ValueError(f"reduction_bps must be > 0, got {reduction_bps!r}")
+        if not overhead_s >= 0:
+            raise ValueError(f"overhead_s must be >= 0, got {overhead_s!r}")
         self.reduction_bps = reduction_bps
         self.overhead_s = overhead_s
         self.per_worker = bool(per_worker_iterations)

@@ -77,6 +77,28 @@ def available_policies() -> dict[str, type[Policy]]:
     return {name: p.obj for name, p in POLICIES.builtin().items()}
 
 
+def _check_types(cls: type, name: str, params: dict[str, Any]) -> None:
+    """Each parameter against the constructor's annotation (strict: no bool for a number, no text for a
+    number, an int for a float is fine); PolicyError naming the first bad one. The values passed on are
+    the caller's, unchanged; ranges stay the constructor's own checks."""
+    import typing
+
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        hints = typing.get_type_hints(cls.__init__)
+    except Exception:  # an annotation that does not resolve: leave the checks to the constructor
+        return
+    for key, value in params.items():
+        if key in hints:
+            plain = value.item() if hasattr(value, "item") and getattr(value, "ndim", None) == 0 else value  # numpy scalar
+            try:
+                TypeAdapter(hints[key]).validate_python(plain, strict=True)
+            except ValidationError as e:
+                msg = e.errors()[0]["msg"]
+                raise PolicyError(f"policy {name!r}: parameter {key}: {msg}, got {value!r}"[:300]) from None
+
+
 def policy_class(name: str, search: Iterable[Path] = ()) -> type[Policy]:
     """The class of policy ``name`` (an id, an entry point or an import path ``module:Class``).
 
@@ -106,9 +128,12 @@ def make_policy(name: str, role: str | None = None, seed: int = 0, search: Itera
     cls = policy_class(name, search)
     if role is not None and cls.role != role:
         raise PolicyError(f"policy {name!r} is a {cls.role} policy, not a {role} policy")
+    _check_types(cls, name, params)
     try:
         pol = cls(seed=seed, **params)
     except TypeError as e:
+        raise PolicyError(f"policy {name!r}: bad parameters {sorted(params)}: {e}") from None
+    except (ValueError, OverflowError) as e:  # a constructor's own range check, or a value it cannot convert
         raise PolicyError(f"policy {name!r}: bad parameters {sorted(params)}: {e}") from None
     if pol.name != name:
         pol.name = name  # a plug-in is known by the id it was named with (logs, results)

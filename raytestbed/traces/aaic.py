@@ -28,8 +28,8 @@ from pydantic import Field
 
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
-from raytestbed.traces.csvrows import csv_rows
+from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -50,8 +50,9 @@ def read_aaic(path: Path, tag: str, recurrence: str = "signature",
     rows: list[TraceRow] = []
     for where, row in csv_rows(path, COLUMNS, skipinitialspace=True):
         num = {c: parse_number(row[c], where, c, int) for c in
-               ("user", "group", "queue", "nodes", "gpus", "walltime_req", "termcode", "time_submit")}
-        dur = parse_number(row["walltime"], where, "walltime")
+               ("user", "group", "queue", "nodes", "gpus", "walltime_req", "termcode")}
+        num["time_submit"] = parse_number(row["time_submit"], where, "time_submit", int, maximum=MAX_SECONDS)
+        dur = parse_number(row["walltime"], where, "walltime", maximum=MAX_SECONDS)
         if termcodes is not None and num["termcode"] not in termcodes:
             continue
         gpus = num["nodes"] * num["gpus"]

@@ -53,14 +53,14 @@ from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
+from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.timing import Mapper, asrpt_alpha_min_tilde, contiguous_mapper
 from raytestbed.errors import ConfigError, TraceError
 from raytestbed.placement.planner import PipelineConfig, plan_configs, planning_bandwidth
-from raytestbed.traces.jobs import build_job
-from raytestbed.traces.registry import WorkloadContext
+from raytestbed.traces.jobs import build_job, scaled_iterations
+from raytestbed.traces.registry import LoaderParams, WorkloadContext
 
 #: GPU-measured PipeDream profiles standing in for the paper's Table I models
 #: (VGG19 -> vgg16, ResNet152 -> resnet101, Inception-V3, NLP -> GNMT / GNMT-large).
@@ -81,10 +81,9 @@ class TraceRow:
     features: tuple[tuple[str, object], ...] = ()
 
 
-class AsrptTraceParams(BaseModel):
+class AsrptTraceParams(LoaderParams):
     """Parameters shared by the A-SRPT trace loaders (see the module docstring)."""
 
-    model_config = ConfigDict(extra="forbid")
     kind: str = ""
     path: str | None = Field(None, description="explicit trace file (default: the file in shared/data)")
     jobs: PositiveInt | None = Field(None, description="number of consecutive jobs (default: all)")
@@ -260,7 +259,10 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         if alpha is None:
             alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps, mapper)
             alpha_cache[akey] = alpha
-        job.iterations = max(1, round(r.duration_s / alpha * p.iteration_scale))
+        try:
+            job.iterations = scaled_iterations(r.duration_s / alpha, p.iteration_scale, "run time / alpha~min x iteration_scale")
+        except ValueError as e:
+            raise TraceError(f"{r.where}: {e}") from None
         job.extra["trace_row"] = r.where
         job.extra.update(r.features)
         return job
@@ -272,22 +274,3 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
     jobs.predictor_history = [(r.group, r.user, make(-1, r).iterations) for r in hist_rows]
     jobs.arrival_scale = arrival_scale
     return jobs
-
-
-def parse_number(raw: str | None, where: str, col: str, kind=float, allow_negative: bool = False):
-    """A trace cell as a number; TraceError ``where: column 'col': reason`` otherwise."""
-    if raw is None or str(raw).strip() == "":
-        raise TraceError(f"{where}: column {col!r}: missing value")
-    try:
-        v = float(raw)
-    except ValueError:
-        raise TraceError(f"{where}: column {col!r}: {raw!r} is not a number") from None
-    if not np.isfinite(v):
-        raise TraceError(f"{where}: column {col!r}: {raw!r} is not finite")
-    if kind is int:
-        if v != int(v):
-            raise TraceError(f"{where}: column {col!r}: {raw!r} is not an integer")
-        v = int(v)
-    if v < 0 and not allow_negative:
-        raise TraceError(f"{where}: column {col!r}: {raw!r} is negative")
-    return v

@@ -9,7 +9,9 @@ Parameters: ``path`` (relative to the trial file), ``comm`` (default pattern),
 ``arrival_scale`` and ``iteration_scale`` (uniform down-scaling, e.g. 0.1 as in
 the A-SRPT testbed), ``limit`` (first N rows).
 
-Every bad row is reported as ``file line N: column 'x': reason``.
+Every bad row is reported as ``file line N: column 'x': reason``: a missing or non-numeric
+cell, NaN or infinity, a negative time, zero GPUs, iterations, stages or PSs, a time above
+:data:`~raytestbed.traces.csvrows.MAX_SECONDS` (checks: :func:`~raytestbed.traces.csvrows.parse_number`).
 """
 
 from __future__ import annotations
@@ -17,17 +19,16 @@ from __future__ import annotations
 from itertools import islice
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt
+from pydantic import PositiveFloat, PositiveInt
 
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.errors import TraceError
-from raytestbed.traces.csvrows import csv_rows
-from raytestbed.traces.jobs import build_job, iterations_for_duration
-from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
+from raytestbed.traces.jobs import build_job, iterations_for_duration, scaled_iterations
+from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
 
-class CsvParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class CsvParams(LoaderParams):
     kind: str = "csv"
     path: str
     comm: CommPattern = CommPattern.PIPELINE
@@ -39,21 +40,12 @@ class CsvParams(BaseModel):
 REQUIRED = ("job_id", "arrival_s", "gpus", "model")
 
 
-def _num(row: dict, col: str, where: str, kind=float, required=True):
+def _optional(row: dict, col: str, where: str, kind: type, **limits):
+    """An optional numeric cell: ``None`` when the column is absent or the cell blank, else checked."""
     raw = row.get(col)
-    if raw is None or str(raw).strip() == "":
-        if required:
-            raise TraceError(f"{where}: column {col!r}: missing value")
+    if raw is None or raw.strip() == "":
         return None
-    try:
-        v = kind(float(raw)) if kind is int else kind(raw)
-    except ValueError:
-        raise TraceError(f"{where}: column {col!r}: {raw!r} is not a number") from None
-    if kind is int and float(raw) != int(float(raw)):
-        raise TraceError(f"{where}: column {col!r}: {raw!r} is not an integer")
-    if v < 0:
-        raise TraceError(f"{where}: column {col!r}: {raw!r} is negative")
-    return v
+    return parse_number(raw, where, col, kind, **limits)
 
 
 @register_workload("csv")
@@ -64,13 +56,11 @@ def csv_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     seen: set[int] = set()
     # every row read either becomes a job or raises, so the first `limit` rows are the first `limit` jobs
     for where, row in islice(csv_rows(path, REQUIRED + (("iterations", "duration_s"),)), p.limit):
-        jid = _num(row, "job_id", where, int)
+        jid = parse_number(row.get("job_id"), where, "job_id", int)
         if jid in seen:
             raise TraceError(f"{where}: duplicate job_id {jid}")
         seen.add(jid)
-        gpus = _num(row, "gpus", where, int)
-        if gpus < 1:
-            raise TraceError(f"{where}: column 'gpus': must be >= 1")
+        gpus = parse_number(row.get("gpus"), where, "gpus", int, positive=True)
         if gpus > ctx.cluster.total_gpus:
             raise TraceError(f"{where}: job {jid} needs {gpus} GPUs but the cluster has {ctx.cluster.total_gpus}")
         model = (row.get("model") or "").strip()
@@ -82,11 +72,11 @@ def csv_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
             comm = CommPattern(comm_raw)
         except ValueError:
             raise TraceError(f"{where}: column 'comm': {comm_raw!r} is not one of pipeline, rar, ps") from None
-        stages = _num(row, "stages", where, int, required=False)
-        num_ps = _num(row, "num_ps", where, int, required=False)
-        arrival = _num(row, "arrival_s", where) * p.arrival_scale
-        iters = _num(row, "iterations", where, int, required=False)
-        duration = _num(row, "duration_s", where, required=False)
+        stages = _optional(row, "stages", where, int, positive=True)
+        num_ps = _optional(row, "num_ps", where, int, positive=True)
+        arrival = parse_number(row.get("arrival_s"), where, "arrival_s", maximum=MAX_SECONDS) * p.arrival_scale
+        iters = _optional(row, "iterations", where, int, positive=True)
+        duration = _optional(row, "duration_s", where, float, maximum=MAX_SECONDS)
         if iters is None and duration is None:
             raise TraceError(f"{where}: needs 'iterations' or 'duration_s'")
         try:
@@ -95,8 +85,8 @@ def csv_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
                             duration_hint_s=duration)
             if iters is None:
                 job.iterations = iterations_for_duration(job, duration, ctx.cluster)
+            job.iterations = scaled_iterations(job.iterations, p.iteration_scale, "iteration_scale")
         except ValueError as e:
             raise TraceError(f"{where}: {e}") from None
-        job.iterations = max(1, round(job.iterations * p.iteration_scale))
         jobs.append(job)
     return jobs

@@ -5,16 +5,67 @@ its header has the required columns, and yields each data row with the place it 
 (``"<file> line <N>"``, N counted as the CSV reader counts lines), so every loader reports a
 bad cell as ``<file> line <N>: column 'x': reason``. Problems with the file itself raise
 :class:`~raytestbed.errors.TraceError` naming the file (and line, for a bad row shape).
+
+:func:`parse_number` is the one check of a numeric cell that every loader uses: a missing
+value, text that is not a number, NaN or infinity, a fraction in an integer column, a negative
+value (unless allowed), zero where a positive value is needed, and a value above the column's
+limit (:data:`MAX_SECONDS` for times, :data:`MAX_INT` for integers) are each refused with a
+one-line :class:`~raytestbed.errors.TraceError` that quotes the cell.
 """
 
 from __future__ import annotations
 
 import csv
 import gzip
+import math
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from raytestbed.errors import TraceError
+
+#: Largest time a trace may hold, seconds (1e10 s is about 317 years: UNIX submit times are
+#: about 1.5e9 s; a larger value is almost surely a unit error such as milliseconds).
+MAX_SECONDS = 1e10
+#: Largest integer cell (2**53: every integer up to it is exact as a float).
+MAX_INT = 2 ** 53
+
+
+def parse_number(raw: str | None, where: str, col: str, kind: type = float, *, allow_negative: bool = False,
+                 positive: bool = False, maximum: float | None = None) -> float | int:
+    """A trace cell as a number; TraceError ``<where>: column 'col': reason`` otherwise.
+
+    Args:
+        raw: the cell text (``None`` or blank: missing).
+        where: ``"<file> line <N>"`` (from :func:`csv_rows`).
+        col: the column name, quoted in the message.
+        kind: ``float`` or ``int`` (an integer column accepts ``3`` and ``3.0``, not ``3.5``).
+        allow_negative: accept values below 0 (default: refused).
+        positive: refuse 0 as well.
+        maximum: the largest value accepted (default: :data:`MAX_INT` for ``int``, none for ``float``;
+            pass :data:`MAX_SECONDS` for a time column).
+
+    Raises:
+        TraceError: naming the place, the column and the cell text.
+    """
+    if raw is None or str(raw).strip() == "":
+        raise TraceError(f"{where}: column {col!r}: missing value")
+    try:
+        v = float(raw)
+    except ValueError:
+        raise TraceError(f"{where}: column {col!r}: {raw!r} is not a number") from None
+    if not math.isfinite(v):
+        raise TraceError(f"{where}: column {col!r}: {raw!r} is not a finite number")
+    if kind is int and v != int(v):
+        raise TraceError(f"{where}: column {col!r}: {raw!r} is not an integer")
+    if v < 0 and not allow_negative:
+        raise TraceError(f"{where}: column {col!r}: {raw!r} is negative")
+    if v == 0 and positive:
+        raise TraceError(f"{where}: column {col!r}: {raw!r} must be > 0")
+    limit = maximum if maximum is not None else (MAX_INT if kind is int else None)
+    if limit is not None and abs(v) > limit:
+        raise TraceError(f"{where}: column {col!r}: {raw!r} is above the limit {limit:g}"
+                         + (" s (about 317 years; a unit error?)" if limit == MAX_SECONDS else ""))
+    return int(v) if kind is int else v
 
 
 def _open(path: Path):

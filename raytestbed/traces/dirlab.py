@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Literal
 
 from raytestbed.core.job import Job
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
-from raytestbed.traces.csvrows import csv_rows
+from raytestbed.errors import TraceError
+from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -40,8 +41,11 @@ def read_dirlab(path: Path, statuses: list[str] | None = None) -> list[TraceRow]
     t = 0.0
     for where, row in csv_rows(path, COLUMNS):
         num = {c: parse_number(row[c], where, c, int) for c in ("user", "gpu_num", "cpu_num", "node_num")}
-        t += parse_number(row["interval"], where, "interval")
-        dur = parse_number(row["run_time"], where, "run_time")
+        t += parse_number(row["interval"], where, "interval", maximum=MAX_SECONDS)
+        if t > MAX_SECONDS:
+            raise TraceError(f"{where}: column 'interval': the submit time rebuilt from it, {t:g} s, is above "
+                             f"the limit {MAX_SECONDS:g} s")
+        dur = parse_number(row["run_time"], where, "run_time", maximum=MAX_SECONDS)
         status = (row["new_status"] or "").strip()
         if num["gpu_num"] == 0 or (statuses is not None and status not in statuses):
             continue

@@ -32,17 +32,16 @@ N and fixed_workers.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator, model_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.traces.arrival_patterns import ARRIVAL_KINDS, trace_shaped_arrivals
-from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
 MBPS = 1e6 / 8  # bytes/s per Mbit/s
 
 
-class GadgetParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class GadgetParams(LoaderParams):
     kind: str = "gadget"
     jobs: PositiveInt = 200
     slots: PositiveInt = 200  #: T

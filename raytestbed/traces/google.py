@@ -49,7 +49,8 @@ from pydantic import NonNegativeFloat, PositiveFloat, model_validator
 
 from raytestbed.core.job import Job
 from raytestbed.errors import ConfigError, TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
+from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.csvrows import MAX_SECONDS, parse_number
 from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload

@@ -11,12 +11,14 @@ the stages as evenly as possible, extra replicas going to the heaviest stages.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.profile import ModelProfile
 from raytestbed.core.timing import asrpt_alpha_min_tilde
+from raytestbed.traces.csvrows import MAX_INT
 
 
 _STAGE_CACHE: dict[tuple, tuple[ModelProfile, tuple[Stage, ...]]] = {}
@@ -108,7 +110,15 @@ def build_job(
 
 
 def iterations_for_duration(job: Job, duration_s: float, cluster: Cluster) -> int:
-    """n_i = duration / alpha~min_i (A-SRPT §V-A-1-b), at least 1."""
+    """n_i = duration / alpha~min_i (A-SRPT §V-A-1-b), at least 1 (ValueError if not representable)."""
     g = cluster.gpus_per_server
     alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps)
-    return max(1, round(duration_s / alpha))
+    return scaled_iterations(duration_s / alpha, 1.0, f"job {job.job_id}: duration {duration_s:g} s")
+
+
+def scaled_iterations(n: float, scale: float, what: str) -> int:
+    """max(1, round(n x scale)) as an int; ValueError ``<what>: ...`` if it is not finite or above MAX_INT."""
+    x = n * scale
+    if not (math.isfinite(x) and x <= MAX_INT):
+        raise ValueError(f"{what}: {n:g} x {scale:g} = {x:g} iterations, more than {MAX_INT}")
+    return max(1, round(x))

@@ -19,51 +19,39 @@ a one-iteration job of one coflow: reducer r receives its shuffle MB split
 equally among the mappers; rack-level ports are servers 0..149 (the cluster
 needs >= 150 servers, or ``fold_ports: true`` maps port p to p mod N).
 
-Data directory: the ``path`` parameter, else ``$RAYTESTBED_DATA_DIR``, else the
-first ``shared/data`` found walking up from this file. Sizes: MB = ``mb_bytes``
-bytes (10^6 by default).
+Data directory: the ``path`` parameter, else the data folder of
+:mod:`raytestbed.traces.datadir` (``$RAYTESTBED_DATA_DIR`` or ``shared/data``). Sizes: MB =
+``mb_bytes`` bytes (10^6 by default). Bad cells are refused with the one-line
+``file line N: column 'x': reason`` of :func:`raytestbed.traces.csvrows.parse_number`.
 """
 
 from __future__ import annotations
 
-import os
+import math
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, PositiveFloat, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveFloat, PositiveInt
 
 from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
 from raytestbed.errors import ConfigError, TraceError
-from raytestbed.traces.csvrows import csv_rows
-from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
+from raytestbed.traces.datadir import data_file as shared_data_file
+from raytestbed.traces.jobs import scaled_iterations
+from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
 MS60_FILE = ("microsoft-60job-tiresias", "60_job.csv")
 FB_FILE = ("coflow-fb2010", "FB2010-1Hr-150-0.txt")
 
 
-def data_dir() -> Path | None:
-    """``$RAYTESTBED_DATA_DIR`` or the nearest ``shared/data`` above this file (None if absent)."""
-    env = os.environ.get("RAYTESTBED_DATA_DIR")
-    if env:
-        return Path(env)
-    for parent in Path(__file__).resolve().parents:
-        cand = parent / "shared" / "data"
-        if cand.is_dir():
-            return cand
-    return None
-
-
 def data_file(parts: tuple[str, str], path: str | None, ctx: WorkloadContext | None = None) -> Path:
+    """``path`` (relative to the trial's folder) if given, else the file in the data folder (TraceError if absent)."""
     if path:
         return ctx.resolve(path) if ctx is not None else Path(path)
-    base = data_dir()
-    if base is None:
-        raise ConfigError(f"workload: no data directory for {'/'.join(parts)} (set RAYTESTBED_DATA_DIR or 'path')")
-    return base.joinpath(*parts)
+    return shared_data_file("/".join(parts), [ctx.base_dir] if ctx is not None else [])
 
 
-class Ms60Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class Ms60Params(LoaderParams):
     kind: str = "ms60"
     path: str | None = None
     gpu_scale: PositiveInt = 2
@@ -87,17 +75,12 @@ def read_ms60(path: Path) -> list[dict]:
     rows = []
     need = ("job_id", "num_gpu", "submit_time", "iterations", "model_name", "duration")
     for where, row in csv_rows(path, need):
-        out = {"model": (row["model_name"] or "").strip()}
-        for col, kind in (("job_id", int), ("num_gpu", int), ("submit_time", float), ("iterations", int),
-                          ("duration", float)):
-            raw = (row.get(col) or "").strip()
-            try:
-                v = kind(float(raw))
-            except ValueError:
-                raise TraceError(f"{where}: column {col!r}: {raw!r} is not a number") from None
-            if v < 0 or (col in ("num_gpu", "iterations", "duration") and v <= 0):
-                raise TraceError(f"{where}: column {col!r}: {raw!r} must be > 0")
-            out[col] = v
+        out = {"model": (row["model_name"] or "").strip(),
+               "job_id": parse_number(row["job_id"], where, "job_id", int),
+               "num_gpu": parse_number(row["num_gpu"], where, "num_gpu", int, positive=True),
+               "submit_time": parse_number(row["submit_time"], where, "submit_time", maximum=MAX_SECONDS),
+               "iterations": parse_number(row["iterations"], where, "iterations", int, positive=True),
+               "duration": parse_number(row["duration"], where, "duration", positive=True, maximum=MAX_SECONDS)}
         rows.append(out)
     if not rows:
         raise TraceError(f"{path}: no jobs")
@@ -118,8 +101,15 @@ def ps_jobs(rows: list[dict], arrivals: list[float], p: Ms60Params, seed: int, n
                               f"the cluster has {num_servers}")
         traffic = JobTraffic(compute_s=p.compute_scale * d,
                              max_flow_bytes=p.max_coflow_mb * p.mb_bytes * d / d_max, seed=seed)
+        try:
+            iters = scaled_iterations(r["iterations"], p.iteration_scale, "iterations x iteration_scale")
+        except ValueError as e:
+            raise ConfigError(f"workload: job {k}: {e}") from None
+        if not (math.isfinite(traffic.max_flow_bytes) and math.isfinite(traffic.compute_s)):
+            raise ConfigError(f"workload: max_coflow_mb x mb_bytes or compute_scale too large (job {k}: "
+                              f"{traffic.max_flow_bytes:g} bytes, {traffic.compute_s:g} s)")
         jobs.append(Job(
-            job_id=k, arrival_s=arr, iterations=max(1, round(r["iterations"] * p.iteration_scale)),
+            job_id=k, arrival_s=arr, iterations=iters,
             stages=(Stage(workers, StageProfile(0.0, 0.0)),), comm=CommPattern.PS, model=r["model"],
             num_ps=num_ps, duration_hint_s=r["duration"], traffic=traffic,
             extra={"trace_job_id": r["job_id"], "trace_iterations": r["iterations"]},
@@ -150,14 +140,41 @@ def ms60_poisson_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     return ps_jobs(picked, arrivals, p, ctx.seed, ctx.cluster.num_servers)
 
 
-class FbParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class FbParams(LoaderParams):
     kind: str = "fb_coflow"
     path: str | None = None
     limit: PositiveInt | None = None
     mb_bytes: PositiveFloat = 1e6
     arrival_scale: NonNegativeFloat = 1.0
     fold_ports: bool = False
+
+
+def _fb_line(tok: list[str], where: str, n_srv: int) -> tuple[int, float, list[int], list[tuple[int, float]]]:
+    """(coflow id, arrival ms, mapper ports mod n_srv, [(reducer port mod n_srv, MB)]) of one FB line.
+
+    Fields: ``<id> <arrival ms> <#mappers> <mapper ports...> <#reducers> <port:MB ...>``; each is
+    checked by :func:`parse_number` (arrival at most MAX_SECONDS x 1000 ms, at least one mapper and
+    one reducer, MB finite and >= 0) and named in the error.
+    """
+    def field(i: int, name: str, kind: type = int, **limits):
+        return parse_number(tok[i] if i < len(tok) else None, where, name, kind, **limits)
+
+    cid = field(0, "coflow id")
+    arr_ms = field(1, "arrival ms", float, maximum=MAX_SECONDS * 1000.0)
+    n_map = field(2, "mappers", positive=True)
+    maps = [field(3 + k, "mapper") % n_srv for k in range(n_map)]
+    n_red = field(3 + n_map, "reducers", positive=True)
+    reds = []
+    for k in range(n_red):
+        i = 4 + n_map + k
+        port, sep, mb = (tok[i] if i < len(tok) else "").partition(":")
+        if not sep:
+            raise TraceError(f"{where}: column 'reducer': {tok[i] if i < len(tok) else ''!r} is not 'port:MB'")
+        reds.append((parse_number(port, where, "reducer") % n_srv, parse_number(mb, where, "reducer MB", float)))
+    if len(tok) != 4 + n_map + n_red:
+        raise TraceError(f"{where}: {len(tok)} fields, expected {4 + n_map + n_red} for {n_map} mappers and "
+                         f"{n_red} reducers")
+    return cid, arr_ms, maps, reds
 
 
 @register_workload("fb_coflow")
@@ -167,12 +184,12 @@ def fb_coflow_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     path = data_file(FB_FILE, p.path, ctx)
     try:
         lines = path.read_text(encoding="utf-8").split("\n")
-    except OSError as e:
-        raise TraceError(f"{path}: cannot read: {e.strerror}") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise TraceError(f"{path}: cannot read: {getattr(e, 'strerror', None) or e}") from None
     head = lines[0].split()
     if len(head) != 2:
         raise TraceError(f"{path} line 1: expected '<ports> <coflows>'")
-    ports = int(head[0])
+    ports = parse_number(head[0], f"{path} line 1", "ports", int, positive=True)
     n_srv = ctx.cluster.num_servers
     if ports > n_srv and not p.fold_ports:
         raise ConfigError(f"{ctx.where}: {path.name} has {ports} ports but the cluster has {n_srv} servers "
@@ -184,18 +201,11 @@ def fb_coflow_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
             continue
         if p.limit is not None and len(jobs) >= p.limit:
             break
-        tok = line.split()
-        where = f"{path} line {ln}"
-        try:
-            cid, arr_ms, n_map = int(tok[0]), float(tok[1]), int(tok[2])
-            maps = [int(x) % n_srv for x in tok[3:3 + n_map]]
-            n_red = int(tok[3 + n_map])
-            reds = [(int(a) % n_srv, float(b)) for a, b in (x.split(":") for x in tok[4 + n_map:4 + n_map + n_red])]
-        except (ValueError, IndexError):
-            raise TraceError(f"{where}: malformed coflow line") from None
-        if len(maps) != n_map or len(reds) != n_red or n_map == 0 or n_red == 0:
-            raise TraceError(f"{where}: mapper/reducer counts do not match the line")
+        cid, arr_ms, maps, reds = _fb_line(line.split(), f"{path} line {ln}", n_srv)
+        n_map = len(maps)
         flows = [(m, r, mb * p.mb_bytes / n_map) for r, mb in reds for m in maps]
+        if not all(math.isfinite(f[2]) for f in flows):
+            raise TraceError(f"{path} line {ln}: column 'reducer MB': too large for mb_bytes {p.mb_bytes:g}")
         jobs.append(Job(job_id=cid, arrival_s=arr_ms / 1000.0 * p.arrival_scale, iterations=1, stages=stage,
                         comm=CommPattern.RAR, model="fb-coflow",
                         traffic=JobTraffic(coflows=(tuple(flows),), compute_s=0.0)))

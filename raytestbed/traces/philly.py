@@ -19,8 +19,8 @@ from pathlib import Path
 
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs, parse_number
-from raytestbed.traces.csvrows import csv_rows
+from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
@@ -32,11 +32,9 @@ def read_philly(path: Path) -> list[TraceRow]:
     """Rows of the RFold Philly file in file (= arrival) order; bad rows raise TraceError."""
     rows: list[TraceRow] = []
     for where, rec in csv_rows(path, COLUMNS, exact_header=True):
-        arrival = parse_number(rec["arrival time (sec)"], where, "arrival time (sec)")
-        size = parse_number(rec["size"], where, "size", int)
-        if size < 1:
-            raise TraceError(f"{where}: column 'size': must be >= 1")
-        dur = parse_number(rec["duration (sec)"], where, "duration (sec)")
+        arrival = parse_number(rec["arrival time (sec)"], where, "arrival time (sec)", maximum=MAX_SECONDS)
+        size = parse_number(rec["size"], where, "size", int, positive=True)
+        dur = parse_number(rec["duration (sec)"], where, "duration (sec)", maximum=MAX_SECONDS)
         shape = rec["shape"].strip()
         if not shape:
             raise TraceError(f"{where}: column 'shape': missing value")

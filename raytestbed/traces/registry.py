@@ -1,13 +1,17 @@
 """Workload kinds: the ``workload.kind`` of a trial names a loader registered here.
 
 A loader is ``fn(params: dict, ctx: WorkloadContext) -> list[Job]``. It validates
-its own parameters and raises :class:`~raytestbed.errors.ConfigError` or
+its own parameters (a :class:`LoaderParams` model: unknown keys, NaN and infinity are
+refused) and raises :class:`~raytestbed.errors.ConfigError` or
 :class:`~raytestbed.errors.TraceError` with a one-line message naming the file,
 row and field.
 
 Kinds outside the package (an installed distribution's ``raytestbed.workloads`` entry point,
 or an import path ``workload: {kind: my_traces:load, ...}``) are plug-ins
 (:mod:`raytestbed.plugins`); what a plug-in returns is checked (a list of ``Job``, ids unique).
+:func:`load_workload` then checks every job the same way, whatever
+its loader: arrival finite, in [0, MAX_SECONDS] after scaling; iterations in
+[1, MAX_INT]; GPUs within the cluster.
 """
 
 from __future__ import annotations
@@ -18,13 +22,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ValidationError
+import math
+import numbers
+
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
 from raytestbed.core.profile import ModelProfile, default_profiles, load_profile_dir
 from raytestbed.errors import ConfigError, PluginError, TraceError
 from raytestbed.plugins import Registry
+from raytestbed.traces.csvrows import MAX_INT, MAX_SECONDS
+
+
+class LoaderParams(BaseModel):
+    """Base of every loader's parameter model: unknown keys and non-finite numbers are refused."""
+
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 @dataclass
@@ -90,9 +104,9 @@ def parse_params(model: type[BaseModel], params: dict[str, Any], where: str) -> 
     try:
         return model.model_validate(params)
     except ValidationError as e:
-        err = e.errors()[0]
-        loc = ".".join(str(x) for x in err["loc"])
-        msg = err["msg"].removeprefix("Value error, ")
+        from raytestbed.config import validation_message
+
+        loc, msg = validation_message(e)
         # a model-level check has no loc; its message starts with the field it names
         raise ConfigError(f"{where}: {loc}: {msg}" if loc else f"{where}.{msg}") from None
 
@@ -115,8 +129,7 @@ def load_workload(kind: str, params: dict[str, Any], cluster: Cluster, seed: int
         raise ConfigError(f"{where}: the workload has no jobs")
     total = cluster.total_gpus
     for j in jobs:
-        if j.gpus > total:
-            raise TraceError(f"{where}: job {j.job_id} needs {j.gpus} GPUs but the cluster has {total}")
+        check_job(j, total, where)
     return jobs
 
 
@@ -131,3 +144,21 @@ def _check_jobs(jobs: Any, label: str) -> None:
         if j.job_id in seen:
             raise PluginError(f"{label}: job id {j.job_id} appears twice")
         seen.add(j.job_id)
+
+
+def check_job(job: Job, total_gpus: int, where: str) -> None:
+    """Refuse a job no backend can run, naming its trace row when the loader recorded one.
+
+    Arrival (seconds, after any scaling) finite and in [0, MAX_SECONDS]; iterations an integer
+    in [1, MAX_INT]; GPUs within the cluster's ``total_gpus``.
+    """
+    place = job.extra.get("trace_row") or where
+    a = job.arrival_s
+    if not (isinstance(a, numbers.Real) and math.isfinite(a) and 0 <= a <= MAX_SECONDS):
+        raise TraceError(f"{place}: job {job.job_id}: arrival {a!r} s (after scaling) is not in "
+                         f"[0, {MAX_SECONDS:g}] s")
+    n = job.iterations
+    if not (isinstance(n, numbers.Integral) and 1 <= n <= MAX_INT):
+        raise TraceError(f"{place}: job {job.job_id}: {n!r} iterations (after scaling) is not in [1, {MAX_INT}]")
+    if job.gpus > total_gpus:
+        raise TraceError(f"{place}: job {job.job_id} needs {job.gpus} GPUs but the cluster has {total_gpus}")

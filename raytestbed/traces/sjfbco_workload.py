@@ -28,31 +28,32 @@ paper's stated ranges hold:
 (consecutive inter-arrival gaps of the Philly trace from a random offset, times
 ``arrival_scale``; for the online re-plan mode).
 
-The Philly data directory is ``data_dir`` if given, else ``$RAYTESTBED_DATA_DIR``,
-else the first ``shared/data`` found walking up from the trial file and from
-this package.
+The Philly data directory is ``data_dir`` if given, else the data folder of
+:mod:`raytestbed.traces.datadir` (``$RAYTESTBED_DATA_DIR``, or ``shared/data`` found walking
+up from the trial file, the current folder or this package). The Philly rows are read by
+:func:`raytestbed.traces.philly.read_philly`, so a bad cell is the same one-line error.
 """
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, field_validator
+from pydantic import Field, PositiveFloat, field_validator
 
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
-from raytestbed.errors import ConfigError, TraceError
-from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+from raytestbed.errors import ConfigError
+from raytestbed.traces.datadir import find_data_dir
+from raytestbed.traces.philly import read_philly
+from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
 PAPER_MIX = {1: 80, 2: 14, 4: 26, 8: 30, 16: 8, 32: 2}  #: GPUs -> jobs [SB §7-1]
 PHILLY_FILE = Path("philly-jobs-rfold") / "philly_trace.csv"
 
 
-class SjfbcoWorkloadParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SjfbcoWorkloadParams(LoaderParams):
     kind: str = "sjfbco"
     mix: dict[int, int] = Field(default_factory=lambda: dict(PAPER_MIX))
     durations: Literal["philly", "uniform"] = "philly"
@@ -79,32 +80,12 @@ class SjfbcoWorkloadParams(BaseModel):
         return v
 
 
-def find_data_dir(explicit: str | None = None, start: Path | None = None) -> Path | None:
-    """The shared data directory: ``explicit``, ``$RAYTESTBED_DATA_DIR`` or ``shared/data`` walking up."""
-    if explicit:
-        return Path(explicit)
-    env = os.environ.get("RAYTESTBED_DATA_DIR")
-    if env:
-        return Path(env)
-    for base in [p for p in (start, Path(__file__).resolve().parent) if p is not None]:
-        for d in [base.resolve(), *base.resolve().parents]:
-            cand = d / "shared" / "data"
-            if cand.is_dir():
-                return cand
-    return None
-
-
 @lru_cache(maxsize=4)
-def load_philly(path: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(arrival s, GPUs, duration s) of every Philly job in the RFold CSV."""
-    import pandas as pd
-
-    df = pd.read_csv(path, comment="#", header=None,
-                     names=["job_id", "arrival_s", "topology", "shape", "size", "duration_s"])
-    if df[["arrival_s", "size", "duration_s"]].isna().any().any():
-        bad = int(df[["arrival_s", "size", "duration_s"]].isna().any(axis=1).idxmax())
-        raise TraceError(f"{path} row {bad + 2}: missing value")
-    return (df["arrival_s"].to_numpy(float), df["size"].to_numpy(np.int64), df["duration_s"].to_numpy(float))
+def load_philly(path: str, mtime_ns: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arrival s, GPUs, duration s) of every Philly job in the RFold CSV, in file order (cached per version)."""
+    rows = read_philly(Path(path))
+    return (np.array([r.arrival_s for r in rows], dtype=float), np.array([r.gpus for r in rows], dtype=np.int64),
+            np.array([r.duration_s for r in rows], dtype=float))
 
 
 def _tau_and_iterations(rng: np.random.Generator, rho: float, p: SjfbcoWorkloadParams) -> tuple[float, int]:
@@ -121,7 +102,7 @@ def _philly_durations(rng, p: SjfbcoWorkloadParams, sizes: list[int], data: Path
     path = data / PHILLY_FILE
     if not path.is_file():
         raise ConfigError(f"workload.durations: philly needs {path} (set data_dir or RAYTESTBED_DATA_DIR)")
-    _, gpus, dur = load_philly(str(path))
+    _, gpus, dur = load_philly(str(path), path.stat().st_mtime_ns)
     pos = dur > 0
     ranked = np.sort(dur[pos])
     lo, hi = p.rho_range
@@ -138,8 +119,18 @@ def _philly_durations(rng, p: SjfbcoWorkloadParams, sizes: list[int], data: Path
 
 
 def _uniform_durations(rng, p: SjfbcoWorkloadParams, n: int) -> list[tuple[float, int]]:
+    lo, hi = p.tau_range[0] * p.iterations_range[0], p.tau_range[1] * p.iterations_range[1]
+    if hi < p.rho_range[0] or lo > p.rho_range[1]:
+        raise ConfigError(f"workload.rho_range: {list(p.rho_range)} s cannot be tau x F with tau_range "
+                          f"{list(p.tau_range)} and iterations_range {list(p.iterations_range)} "
+                          f"(tau x F lies in [{lo:g}, {hi:g}] s)")
     out = []
+    tries = 0
     while len(out) < n:
+        tries += 1
+        if tries > 10_000 * n:  # feasible but a vanishing share of the draws lands in rho_range
+            raise ConfigError(f"workload.rho_range: {list(p.rho_range)} s is hit by too few tau x F draws "
+                              f"(tau_range {list(p.tau_range)}, iterations_range {list(p.iterations_range)})")
         tau = float(rng.uniform(*p.tau_range))
         f = int(rng.integers(p.iterations_range[0], p.iterations_range[1] + 1))
         if p.rho_range[0] <= tau * f <= p.rho_range[1]:
@@ -151,8 +142,10 @@ def _philly_arrivals(rng, n: int, data: Path, scale: float) -> np.ndarray:
     path = data / PHILLY_FILE
     if not path.is_file():
         raise ConfigError(f"workload.arrivals: philly needs {path} (set data_dir or RAYTESTBED_DATA_DIR)")
-    arr, _, _ = load_philly(str(path))
+    arr, _, _ = load_philly(str(path), path.stat().st_mtime_ns)
     gaps = np.diff(arr[1:])  # skip the one huge gap after job 0
+    if n >= gaps.size:
+        raise ConfigError(f"workload.mix: {n} jobs need more than {n} arrival gaps, {path} has {gaps.size}")
     start = int(rng.integers(0, gaps.size - n))
     return np.concatenate([[0.0], np.cumsum(gaps[start : start + n - 1])]) * scale
 
@@ -183,5 +176,7 @@ def sjfbco_jobs(p: SjfbcoWorkloadParams, seed: int, nic_bps: float, data: Path |
 def sjfbco_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """SJF-BCO's evaluation workload (sjfbco.md §6.1). ``params``: see :class:`SjfbcoWorkloadParams`."""
     p: SjfbcoWorkloadParams = parse_params(SjfbcoWorkloadParams, params, ctx.where)  # type: ignore[assignment]
-    data = find_data_dir(p.data_dir, ctx.base_dir) if (p.durations == "philly" or p.arrivals == "philly") else None
+    data = None
+    if p.durations == "philly" or p.arrivals == "philly":
+        data = ctx.resolve(p.data_dir) if p.data_dir else find_data_dir([ctx.base_dir])
     return sjfbco_jobs(p, ctx.seed, ctx.cluster.nic_bps, data)

@@ -10,15 +10,15 @@ Arrivals are Poisson with mean gap ``mean_interarrival_s``.
 from __future__ import annotations
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, field_validator
+from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
 from raytestbed.core.job import CommPattern, Job
-from raytestbed.traces.jobs import build_job
-from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
+from raytestbed.errors import ConfigError
+from raytestbed.traces.jobs import build_job, scaled_iterations
+from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
 
-class SyntheticParams(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+class SyntheticParams(LoaderParams):
     kind: str = "synthetic"
     jobs: PositiveInt = 50
     mean_interarrival_s: PositiveFloat = 60.0
@@ -79,7 +79,11 @@ def synthetic_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
         t += float(rng.exponential(p.mean_interarrival_s)) if jid else 0.0
         gid = int(rng.choice(p.groups, p=weights))
         g = groups[gid]
-        iters = int(max(1, round(g["typical"] * float(rng.lognormal(0.0, p.iteration_spread)))))
+        try:
+            iters = scaled_iterations(g["typical"], float(rng.lognormal(0.0, p.iteration_spread)),
+                                      f"job {jid}: typical iterations x lognormal(0, iteration_spread)")
+        except ValueError as e:
+            raise ConfigError(f"{ctx.where}.iteration_spread: {e}") from None
         jobs.append(build_job(jid, round(t, 6), ctx.profiles[g["model"]], min(g["gpus"], ctx.cluster.total_gpus),
                               g["comm"], iters, user=g["user"], group=f"g{gid}"))
     return jobs
