@@ -91,6 +91,7 @@ class Flows:
     remaining: np.ndarray  #: bytes left, at least MIN_BYTES
     inc_flow: np.ndarray
     inc_link: np.ndarray
+    total: np.ndarray  #: bytes of each flow when its coflow started
 
     @property
     def n_coflows(self) -> int:
@@ -127,7 +128,7 @@ class FlowTable:
         if self.fast:
             return self._read_fast(active, list(coflow_ids), links)
         fids: list[tuple] = []
-        cfs, srcs, dsts, rems = [], [], [], []
+        cfs, srcs, dsts, rems, tots = [], [], [], [], []
         jobs = []
         live = set()
         for k, cid in enumerate(coflow_ids):
@@ -141,13 +142,14 @@ class FlowTable:
             dsts.append(hit[3])
             cfs.append(np.full(n, k, dtype=np.intp))
             rems.append(np.fromiter((f.remaining_bytes for f in info.flows), dtype=float, count=n))
+            tots.append(np.fromiter((f.total_bytes for f in info.flows), dtype=float, count=n))
         if len(self._static) > 4 * max(1, len(live)) + 64:
             self._static = {c: v for c, v in self._static.items() if c in live}
         cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt))
         src, dst = cat(srcs, np.intp), cat(dsts, np.intp)
         inc_flow, inc_link = links.incidences(src, dst)
         return Flows(fids, list(coflow_ids), jobs, cat(cfs, np.intp), src, dst,
-                     np.maximum(cat(rems, float), MIN_BYTES), inc_flow, inc_link)
+                     np.maximum(cat(rems, float), MIN_BYTES), inc_flow, inc_link, cat(tots, float))
 
     def _static_of(self, cid, info) -> tuple:
         """Cached (flow count, flow ids, src array, dst array) of coflow ``cid``; rebuilt when its flows changed."""
@@ -169,6 +171,7 @@ class FlowTable:
         counts = np.fromiter((h[0] for h in statics), dtype=np.intp, count=len(statics))
         total = int(counts.sum())
         rem = np.fromiter([f.remaining_bytes for i in infos for f in i.flows], dtype=float, count=total)
+        tot = np.fromiter([f.total_bytes for i in infos for f in i.flows], dtype=float, count=total)
         if statics:
             src = np.concatenate([h[2] for h in statics])
             dst = np.concatenate([h[3] for h in statics])
@@ -178,14 +181,15 @@ class FlowTable:
         fids = list(chain.from_iterable(h[1] for h in statics))
         inc_flow, inc_link = links.incidences(src, dst)
         return Flows(fids, coflow_ids, [i.job_id for i in infos], cf, src, dst,
-                     np.maximum(rem, MIN_BYTES), inc_flow, inc_link)
+                     np.maximum(rem, MIN_BYTES), inc_flow, inc_link, tot)
 
 
-def o3_gamma(flows: Flows, links: LinkIndex) -> np.ndarray:
-    """Gamma~ of every coflow on its remaining bytes (eq. 26), seconds; 0 if it has no fabric flow."""
+def o3_gamma(flows: Flows, links: LinkIndex, nbytes: np.ndarray | None = None) -> np.ndarray:
+    """Gamma~ of every coflow on its remaining bytes (eq. 26), seconds; 0 if it has no fabric flow.
+    ``nbytes``: per-flow bytes to use instead of the remaining ones (e.g. ``flows.total``)."""
     c, n = flows.n_coflows, links.n_servers
     net = flows.src != flows.dst
-    cf, rem = flows.cf[net], flows.remaining[net]
+    cf, rem = flows.cf[net], (flows.remaining if nbytes is None else nbytes)[net]
     sent = np.bincount(cf * n + flows.src[net], weights=rem, minlength=c * n).reshape(c, n)
     recv = np.bincount(cf * n + flows.dst[net], weights=rem, minlength=c * n).reshape(c, n)
     if c == 0:
@@ -330,3 +334,35 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
             rates[sl] = np.where(net[sl], rates[sl] + base[sl] * factor, rates[sl])
         residual -= load * factor
     return rates
+
+
+def greedy_backfill(flows: Flows, links: LinkIndex, rates: np.ndarray, order: list[int]) -> np.ndarray:
+    """Work-conserving backfill (Varys, CoflowSim): coflows in ``order`` (coflow indices), flows in
+    coflow order; each fabric flow adds the smallest capacity its links have left (bytes/s), which
+    fills at least one of them. A link with at most ``SATURATED_RTOL`` of its capacity left counts
+    as full. Returns the new rates (bytes/s)."""
+    cap = links.capacity
+    residual = cap - link_loads(flows, links, rates)
+    full = residual <= SATURATED_RTOL * cap
+    blocked = np.zeros(rates.size, dtype=bool)
+    blocked[flows.inc_flow[full[flows.inc_link]]] = True
+    cand = np.flatnonzero((flows.src != flows.dst) & ~blocked)  # flows that may get some capacity
+    if cand.size == 0:
+        return rates
+    rank = np.empty(flows.n_coflows, dtype=np.intp)
+    rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order))
+    cand = cand[np.lexsort((cand, rank[flows.cf[cand]]))]  # SEBF order, then flow order
+    starts = np.searchsorted(flows.inc_flow, cand).tolist()
+    ends = np.searchsorted(flows.inc_flow, cand, side="right").tolist()
+    inc_link = flows.inc_link.tolist()
+    res, tol = residual.tolist(), (SATURATED_RTOL * cap).tolist()
+    out = rates.copy()
+    for f, a, b in zip(cand.tolist(), starts, ends):
+        lks = inc_link[a:b]
+        extra = min(res[k] for k in lks)
+        if any(res[k] <= tol[k] for k in lks):
+            continue
+        out[f] += extra
+        for k in lks:
+            res[k] -= extra
+    return out
