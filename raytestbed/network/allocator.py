@@ -28,7 +28,6 @@ import math
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 __all__ = ["RateAllocator", "UnknownFlowError", "UnknownLinkError", "max_min_rates"]
@@ -443,91 +442,6 @@ def _progressive_filling(
 
 
 
-@numba.njit(cache=True)
-def _water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """Progressive filling one link at a time (compiled): the level (bytes/s per unit weight) at
-    which every group freezes. Group g crosses the links ``group_links[g, :]`` (-1 = none, a link
-    listed twice counts once) with summed weight ``wsum[g]`` > 0; ``capacity`` (bytes/s) per link.
-
-    Each step takes the link with the lowest level lambda_l = R_l / W_l (R_l: capacity left by the
-    frozen groups, W_l: weight of the unfrozen groups on l, ties: lowest index), freezes its
-    unfrozen groups at lambda_l and takes their rates w_g lambda_l off their other links. A link
-    with at most RTOL of its capacity left has level 0. O(L^2 + G K) for L links."""
-    n_g, k = group_links.shape
-    n_l = capacity.size
-    residual = capacity.copy()
-    wl = np.zeros(n_l)
-    cnt = np.zeros(n_l, np.int64)
-    for g in range(n_g):
-        for j in range(k):
-            link = group_links[g, j]
-            if link < 0:
-                continue
-            dup = False
-            for i in range(j):
-                if group_links[g, i] == link:
-                    dup = True
-            if not dup:
-                wl[link] += wsum[g]
-                cnt[link] += 1
-    # link -> groups (CSR)
-    ptr = np.zeros(n_l + 1, np.int64)
-    for l in range(n_l):
-        ptr[l + 1] = ptr[l] + cnt[l]
-    fill = ptr[:-1].copy()
-    members = np.empty(ptr[n_l], np.int64)
-    for g in range(n_g):
-        for j in range(k):
-            link = group_links[g, j]
-            if link < 0:
-                continue
-            dup = False
-            for i in range(j):
-                if group_links[g, i] == link:
-                    dup = True
-            if not dup:
-                members[fill[link]] = g
-                fill[link] += 1
-    level = np.zeros(n_g)
-    frozen = np.zeros(n_g, np.bool_)
-    left = cnt.copy()
-    while True:
-        best = np.inf
-        bl = -1
-        for l in range(n_l):
-            if left[l] > 0:
-                r = residual[l]
-                lv = 0.0 if r <= RTOL * capacity[l] else r / wl[l]
-                if lv < best:
-                    best = lv
-                    bl = l
-        if bl < 0:
-            break
-        for m in range(ptr[bl], ptr[bl + 1]):
-            g = members[m]
-            if frozen[g]:
-                continue
-            frozen[g] = True
-            level[g] = best
-            w = wsum[g]
-            for j in range(k):
-                link = group_links[g, j]
-                if link < 0:
-                    continue
-                dup = False
-                for i in range(j):
-                    if group_links[g, i] == link:
-                        dup = True
-                if dup:
-                    continue
-                left[link] -= 1
-                if link != bl:
-                    residual[link] -= w * best
-                    wl[link] -= w
-        left[bl] = 0
-    return level
-
-
 def grouped_max_min_rates(
     group: np.ndarray,
     weight: np.ndarray,
@@ -537,23 +451,20 @@ def grouped_max_min_rates(
     """Weighted max-min fair rates (bytes/s) of uncapped flows that come in *groups* of flows
     crossing the same links (e.g. every flow between one pair of servers).
 
-    Flow ``f`` belongs to group ``group[f]`` (0 <= group < G) and has weight ``weight[f]`` > 0;
+    Flow ``f`` belongs to group ``group[f]`` (0 <= group < G; < 0: left out, rate 0) and has weight
+    ``weight[f]`` > 0;
     ``group_links`` is a (G, K) integer array of the link indices each group crosses (-1 pads a
     group that crosses fewer than K; every group crosses at least one); ``capacity`` (bytes/s,
     > 0) per link. Flows of one group freeze together in progressive filling at the same level
     (bytes/s per unit weight), so the filling runs once per group with the group's summed weight
-    W_g, one link at a time in compiled code (:func:`_water_fill`), and every flow gets
+    W_g, one link at a time in compiled code (:func:`raytestbed.network.waterfill.water_fill`), and every flow gets
     ``weight[f] * level_g``. The same allocation as :class:`RateAllocator` up to rounding
     (``tests/test_allocator_grouped.py``); this is the flow simulator's allocator."""
-    group = np.asarray(group, dtype=np.intp)
-    weight = np.asarray(weight, dtype=float)
-    group_links = np.asarray(group_links, dtype=np.int64)
-    n_groups = group_links.shape[0]
+    from raytestbed.network.waterfill import flow_rates  # compiled (numba): imported on first use
+
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    weight = np.ascontiguousarray(weight, dtype=float)
     if weight.size == 0:
         return np.zeros(0)
-    wsum = np.bincount(group, weights=weight, minlength=n_groups)
-    used = np.flatnonzero(wsum > 0)
-    level = np.zeros(n_groups)
-    level[used] = _water_fill(np.ascontiguousarray(group_links[used]), wsum[used],
-                              np.ascontiguousarray(capacity, dtype=float))
-    return weight * level[group]
+    return flow_rates(group, np.arange(weight.size, dtype=np.int64), weight,
+                      np.ascontiguousarray(group_links, dtype=np.int64), np.ascontiguousarray(capacity, dtype=float))

@@ -1,0 +1,133 @@
+"""The compiled kernel of the flow simulator's allocator (:func:`raytestbed.network.allocator.grouped_max_min_rates`).
+
+Kept apart so that numba is imported (and the kernel loaded from its cache, or compiled once) only
+when the flow simulator allocates.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from raytestbed.network.allocator import RTOL
+
+
+@numba.njit(cache=True)
+def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Progressive filling one link at a time (compiled): the level (bytes/s per unit weight) at
+    which every group freezes. Group g crosses the links ``group_links[g, :]`` (-1 = none, a link
+    listed twice counts once) with summed weight ``wsum[g]`` > 0; ``capacity`` (bytes/s) per link.
+
+    Each step takes the link with the lowest level lambda_l = R_l / W_l (R_l: capacity left by the
+    frozen groups, W_l: weight of the unfrozen groups on l, ties: lowest index), freezes its
+    unfrozen groups at lambda_l and takes their rates w_g lambda_l off their other links. A link
+    with at most RTOL of its capacity left has level 0. O(L^2 + G K) for L links."""
+    n_g, k = group_links.shape
+    n_l = capacity.size
+    residual = capacity.copy()
+    wl = np.zeros(n_l)
+    cnt = np.zeros(n_l, np.int64)
+    for g in range(n_g):
+        for j in range(k):
+            link = group_links[g, j]
+            if link < 0:
+                continue
+            dup = False
+            for i in range(j):
+                if group_links[g, i] == link:
+                    dup = True
+            if not dup:
+                wl[link] += wsum[g]
+                cnt[link] += 1
+    # link -> groups (CSR)
+    ptr = np.zeros(n_l + 1, np.int64)
+    for l in range(n_l):
+        ptr[l + 1] = ptr[l] + cnt[l]
+    fill = ptr[:-1].copy()
+    members = np.empty(ptr[n_l], np.int64)
+    for g in range(n_g):
+        for j in range(k):
+            link = group_links[g, j]
+            if link < 0:
+                continue
+            dup = False
+            for i in range(j):
+                if group_links[g, i] == link:
+                    dup = True
+            if not dup:
+                members[fill[link]] = g
+                fill[link] += 1
+    level = np.zeros(n_g)
+    frozen = np.zeros(n_g, np.bool_)
+    left = cnt.copy()
+    while True:
+        best = np.inf
+        bl = -1
+        for l in range(n_l):
+            if left[l] > 0:
+                r = residual[l]
+                lv = 0.0 if r <= RTOL * capacity[l] else r / wl[l]
+                if lv < best:
+                    best = lv
+                    bl = l
+        if bl < 0:
+            break
+        for m in range(ptr[bl], ptr[bl + 1]):
+            g = members[m]
+            if frozen[g]:
+                continue
+            frozen[g] = True
+            level[g] = best
+            w = wsum[g]
+            for j in range(k):
+                link = group_links[g, j]
+                if link < 0:
+                    continue
+                dup = False
+                for i in range(j):
+                    if group_links[g, i] == link:
+                        dup = True
+                if dup:
+                    continue
+                left[link] -= 1
+                if link != bl:
+                    residual[link] -= w * best
+                    wl[link] -= w
+        left[bl] = 0
+    return level
+
+
+
+@numba.njit(cache=True)
+def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, group_links: np.ndarray,
+               capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Weighted max-min rates (bytes/s) of flows in groups (compiled): flow f is in group
+    ``group[f]`` (< 0: not allocated, rate 0) with weight ``rank_weight[rank[f]]``; the groups'
+    summed weights go through :func:`water_fill`."""
+    n_f = group.size
+    n_g = group_links.shape[0]
+    wsum = np.zeros(n_g)
+    for f in range(n_f):
+        g = group[f]
+        if g >= 0:
+            wsum[g] += rank_weight[rank[f]]
+    n_used = 0
+    for g in range(n_g):
+        if wsum[g] > 0:
+            n_used += 1
+    used = np.empty(n_used, np.int64)
+    k = 0
+    for g in range(n_g):
+        if wsum[g] > 0:
+            used[k] = g
+            k += 1
+    level_used = water_fill(group_links[used], wsum[used], capacity)
+    level = np.zeros(n_g)
+    for i in range(n_used):
+        level[used[i]] = level_used[i]
+    out = np.zeros(n_f)
+    for f in range(n_f):
+        g = group[f]
+        if g >= 0:
+            out[f] = rank_weight[rank[f]] * level[g]
+    return out
