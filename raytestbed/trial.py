@@ -33,6 +33,7 @@ from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.core.events import Fault
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload
+from raytestbed.core.job import admit_in_epochs
 
 _FAULT = re.compile(r"^(kill_server):(\d+)@([0-9.]+)s?$")
 
@@ -171,6 +172,7 @@ def run_into(
     wl = trial.workload.model_dump()
     kind = wl.pop("kind")
     jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
+    jobs = admit_in_epochs(jobs, trial.timing.admission_epoch_s)
     params = trial.policy_params
     policy = make_policy(pair.placement, "placement", seed,
                          **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs))

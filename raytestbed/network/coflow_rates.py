@@ -137,28 +137,13 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
         # the loaded (coflow, link) cells in row-major order: coflow c's are cells[bounds[c]:bounds[c + 1]];
         # subtracting load * f only there equals the dense update (elsewhere it subtracts exactly 0)
         cells = np.flatnonzero(loads > 0)
-        bounds = np.searchsorted(cells, np.arange(n_c + 1) * n_l).tolist()
-        cell_link, cell_load = (cells % n_l).tolist(), loads[cells].tolist()
-        res = residual.tolist()
-        factor = [0.0] * n_c
-        for c in order[:1] if first_only else order:
-            lk, ld = cell_link[bounds[c]:bounds[c + 1]], cell_load[bounds[c]:bounds[c + 1]]
-            if not lk:
-                continue
-            f = 1.0  # min{1, min_l max(R_l, 0) / b_l}
-            for k, x in zip(lk, ld):
-                r = res[k]
-                if r <= 0.0:  # a full link: factor 0, the residual stays as it is
-                    f = 0.0
-                    break
-                q = r / x
-                if q < f:
-                    f = q
-            if f > 0.0:
-                factor[c] = f
-                for k, x in zip(lk, ld):
-                    res[k] -= x * f
-        add = base * np.array(factor)[flows.cf]
+        bounds = np.searchsorted(cells, np.arange(n_c + 1) * n_l)
+        factor = np.zeros(n_c)
+        sel = np.asarray(order[:1] if first_only else order, dtype=np.int64)
+        from raytestbed.network.waterfill import coflow_fill  # compiled (numba)
+
+        coflow_fill(sel, bounds.astype(np.int64), (cells % n_l).astype(np.int64), loads[cells], residual.copy(), factor)
+        add = base * factor[flows.cf]
         return np.where(net, rates + add, rates)
     # incidence ranges per coflow (incidences are grouped by flow, flows by coflow)
     inc_cf = flows.cf[flows.inc_flow]
@@ -200,17 +185,9 @@ def greedy_backfill(flows: Flows, links: LinkIndex, rates: np.ndarray, order: li
     rank = np.empty(flows.n_coflows, dtype=np.intp)
     rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order))
     cand = cand[np.lexsort((cand, rank[flows.cf[cand]]))]  # SEBF order, then flow order
-    starts = np.searchsorted(flows.inc_flow, cand).tolist()
-    ends = np.searchsorted(flows.inc_flow, cand, side="right").tolist()
-    inc_link = flows.inc_link.tolist()
-    res, tol = residual.tolist(), (SATURATED_RTOL * cap).tolist()
+    ptr = np.searchsorted(flows.inc_flow, np.arange(rates.size + 1)).astype(np.int64)
     out = rates.copy()
-    for f, a, b in zip(cand.tolist(), starts, ends):
-        lks = inc_link[a:b]
-        extra = min(res[k] for k in lks)
-        if any(res[k] <= tol[k] for k in lks):
-            continue
-        out[f] += extra
-        for k in lks:
-            res[k] -= extra
+    from raytestbed.network.waterfill import greedy_fill  # compiled (numba)
+
+    greedy_fill(cand.astype(np.int64), ptr, flows.inc_link.astype(np.int64), residual, SATURATED_RTOL * cap, out)
     return out

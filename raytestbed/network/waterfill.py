@@ -131,3 +131,51 @@ def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, gro
         if g >= 0:
             out[f] = rank_weight[rank[f]] * level[g]
     return out
+
+
+@numba.njit(cache=True)
+def greedy_fill(cand: np.ndarray, ptr: np.ndarray, links: np.ndarray, residual: np.ndarray, tol: np.ndarray,
+                rates: np.ndarray) -> None:  # pragma: no cover - compiled
+    """In ``cand`` order, every flow adds the smallest residual of its links ``links[ptr[f]:ptr[f+1]]``
+    (bytes/s) to ``rates[f]`` unless one of them has at most ``tol`` left; updates ``residual``."""
+    for f in cand:
+        a, b = ptr[f], ptr[f + 1]
+        extra = np.inf
+        full = False
+        for m in range(a, b):
+            r = residual[links[m]]
+            if r <= tol[links[m]]:
+                full = True
+                break
+            if r < extra:
+                extra = r
+        if full:
+            continue
+        rates[f] += extra
+        for m in range(a, b):
+            residual[links[m]] -= extra
+
+
+@numba.njit(cache=True)
+def coflow_fill(order: np.ndarray, bounds: np.ndarray, cell_link: np.ndarray, cell_load: np.ndarray,
+                residual: np.ndarray, factor: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Greedy coflow filling (:func:`raytestbed.network.coflow_rates.priority_fill`): coflow c in
+    ``order`` gets factor f = min{1, min_l R_l / b_l} over its loaded cells
+    ``bounds[c]:bounds[c+1]`` (0 if a link is full) and takes b_l f off each link."""
+    for c in order:
+        a, b = bounds[c], bounds[c + 1]
+        if b <= a:
+            continue
+        f = 1.0
+        for m in range(a, b):
+            r = residual[cell_link[m]]
+            if r <= 0.0:
+                f = 0.0
+                break
+            q = r / cell_load[m]
+            if q < f:
+                f = q
+        if f > 0.0:
+            factor[c] = f
+            for m in range(a, b):
+                residual[cell_link[m]] -= cell_load[m] * f

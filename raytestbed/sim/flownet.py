@@ -78,6 +78,7 @@ class FlowNet:
         self.coflow: dict[int, tuple] = {}  #: job rank -> (coflow id, start sequence, start time s, bytes)
         self._seq = 0
         self._blocks: tuple | None = None
+        self._checked = False  #: the policy rates passed the capacity check; none set since
         self._table: tuple | None = None
         self._infos: tuple | None = None
 
@@ -252,9 +253,11 @@ class FlowNet:
         self.alive[rows] = False
         self.rem[rows] = 0.0
         self.rate[rows] = 0.0
+        had_rate = ~np.isnan(self.ovr[rows])
         self.ovr[rows] = np.nan
         self.n_dead += int(rows.size)
-        self.stale = True
+        if not had_rate.all() or np.isnan(self.ovr[self.alive]).any():
+            self.stale = True  # max-min rates change; policy rates of the other flows do not
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
             self.compact()
         emptied.sort(key=lambda r: self.coflow[r][1])
@@ -265,7 +268,7 @@ class FlowNet:
         pos = self.rate > 0
         if not pos.any():
             return math.inf
-        return float((self.rem[pos] / self.rate[pos]).min())
+        return float(np.divide(self.rem, self.rate, out=np.full(self.rem.size, np.inf), where=pos).min())
 
     # ------------------------------------------------------------------ rates
     def set_job_weight(self, jid: int, weight: float) -> None:
@@ -289,6 +292,7 @@ class FlowNet:
             vals = np.array([float(v) for _, v in items], dtype=float)
         self.ovr[rows] = vals
         self.stale = True
+        self._checked = False
 
     def _rows_of_keys(self, keys: np.ndarray, ids: Sequence[tuple]) -> np.ndarray:
         self.compact()
@@ -338,26 +342,38 @@ class FlowNet:
         alive = self.alive
         have = ~np.isnan(self.ovr)
         if have.any():
-            hf = np.flatnonzero(have & (self.grp >= 0))
-            gl = glinks[self.grp[hf]]
-            on = gl >= 0
-            inc_link = gl[on]
-            inc_rate = np.repeat(self.ovr[hf], on.sum(axis=1))
-            used = np.bincount(inc_link, weights=inc_rate, minlength=cap.size)
-            over = used - cap > 1e-9 * cap
-            if over.any():
-                first = int(np.argmax(over[inc_link] & (inc_rate != 0)))
-                raise PolicyError(f"network policy rates exceed capacity of link {self.link_id(int(inc_link[first]))}")
             rest = alive & ~have
-            grp = np.where(rest, self.grp, -1)
-            rate = flow_rates(grp, self.rank, self.job_w, glinks, np.maximum(cap - used, 1e-9 * cap))
+            free = bool(rest.any())
+            if free or not self._checked:  # (flows only ended since the last check: it would pass)
+                used = self._override_load(have)
+                self._checked = True
+            rate = np.zeros(self.rem.size)
+            if free:
+                grp = np.where(rest, self.grp, -1)
+                rate = flow_rates(grp, self.rank, self.job_w, glinks, np.maximum(cap - used, 1e-9 * cap))
+                rate[rest & (self.grp < 0)] = self.intra_bps
             rate[have] = self.ovr[have]
-            rate[rest & (self.grp < 0)] = self.intra_bps
         else:
             grp = self.grp if not self.n_dead else np.where(alive, self.grp, -1)
             rate = flow_rates(grp, self.rank, self.job_w, glinks, cap)
             rate[alive & (self.grp < 0)] = self.intra_bps
         self.rate = rate
+
+    def _override_load(self, have: np.ndarray) -> np.ndarray:
+        """Load (bytes/s) of the policy rates on every link; PolicyError naming the first link (in row
+        order) that a positive rate puts over its capacity."""
+        cap = self.capacity
+        hf = np.flatnonzero(have & (self.grp >= 0))
+        gl = self._glinks[self.grp[hf]]
+        on = gl >= 0
+        inc_link = gl[on]
+        inc_rate = np.repeat(self.ovr[hf], on.sum(axis=1))
+        used = np.bincount(inc_link, weights=inc_rate, minlength=cap.size)
+        over = used - cap > 1e-9 * cap
+        if over.any():
+            first = int(np.argmax(over[inc_link] & (inc_rate != 0)))
+            raise PolicyError(f"network policy rates exceed capacity of link {self.link_id(int(inc_link[first]))}")
+        return used
 
     # ------------------------------------------------------------------ what policies read
     def table(self, job_sent: Mapping[int, float]) -> Flows:
