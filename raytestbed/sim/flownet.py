@@ -32,6 +32,7 @@ from raytestbed.core.flows import MIN_BYTES, FlowRates, Flows, LazyFlowIds, Link
 from raytestbed.core.job import Job
 from raytestbed.core.state import CoflowInfo, FlowInfo
 from raytestbed.errors import PolicyError
+from raytestbed.sim import kernels
 
 _EPS_BYTES = 1e-6  #: a flow with at most this many bytes left is complete (or 1e-12 of its size if larger)
 
@@ -79,6 +80,8 @@ class FlowNet:
         self._seq = 0
         self._blocks: tuple | None = None
         self._checked = False  #: the policy rates passed the capacity check; none set since
+        self._out_rank = np.zeros(0, dtype=np.int64)
+        self._out_sent = np.zeros(0)
         self._table: tuple | None = None
         self._infos: tuple | None = None
 
@@ -227,19 +230,18 @@ class FlowNet:
         None if nothing moved. ``dt`` in seconds."""
         if dt <= 0 or self.rem.size == 0:
             return None
-        sent = np.minimum(self.rem, self.rate * dt)
-        self.rem -= sent
+        if self._out_rank.size < self.rem.size:
+            self._out_rank = np.empty(2 * self.rem.size, dtype=np.int64)
+            self._out_sent = np.empty(2 * self.rem.size)
+        n = kernels.advance(dt, self.rem, self.rate, self.rank, self._out_rank, self._out_sent)
         self._moved += 1
-        first, _, ranks = self.blocks()
-        return ranks, np.add.reduceat(sent, first)
+        return self._out_rank[:n], self._out_sent[:n]
 
     def complete(self) -> tuple[list[tuple[int, float]], list[int]]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
         Returns ([(job rank, bytes left in its ended flows)], [job ranks whose coflow has no flow
         left, by coflow start])."""
-        done = self.rem <= self.eps
-        done &= self.alive
-        rows = np.flatnonzero(done)
+        rows = kernels.done_rows(self.rem, self.eps, self.alive)
         if rows.size == 0:
             return [], []
         ranks = self.rank[rows]
@@ -265,10 +267,7 @@ class FlowNet:
 
     def next_completion(self) -> float:
         """Seconds until the first flow at a positive rate is done (inf if none moves)."""
-        pos = self.rate > 0
-        if not pos.any():
-            return math.inf
-        return float(np.divide(self.rem, self.rate, out=np.full(self.rem.size, np.inf), where=pos).min())
+        return float(kernels.next_completion(self.rem, self.rate))
 
     # ------------------------------------------------------------------ rates
     def set_job_weight(self, jid: int, weight: float) -> None:
