@@ -83,3 +83,33 @@ def test_aalo_queue_parameters_checked():
     for bad in ({"queues": 0}, {"multiplier": 1.0}, {"first_threshold_bytes": 0.0}):
         with pytest.raises(PolicyError):
             make_policy("aalo", "network", **bad)
+
+
+def test_fb_trial_runs_with_epochs_and_reports_varys_bins(tmp_path):
+    """The fb_coflow trial (first 40 coflows) through the CLI with CoflowSim's epochs and varys: jobs.csv
+    has each coflow's width, largest flow and Varys bin; arrivals are epoch starts; report.md has the bins."""
+    import pandas as pd
+    import yaml
+
+    from raytestbed.cli import main
+    from raytestbed.traces.parrot_workloads import FB_FILE, data_dir
+
+    if data_dir() is None or not data_dir().joinpath(*FB_FILE).is_file():
+        pytest.skip("shared data absent")
+    repo = __import__("pathlib").Path(__file__).resolve().parents[1]
+    t = yaml.safe_load((repo / "workloads" / "trials" / "fb_coflow_10g.yaml").read_text())
+    t["workload"]["limit"] = 40
+    t["timing"]["admission_epoch_s"] = 10.24
+    t["policy"] = "fifo+varys"
+    path = tmp_path / "fb.yaml"
+    path.write_text(yaml.safe_dump(t))
+    assert main(["run", str(path), "--out", str(tmp_path / "r"), "--quiet"]) == 0
+    jobs = pd.read_csv(tmp_path / "r" / "jobs.csv")
+    assert len(jobs) == 40 and (jobs["status"] == "finished").all()
+    assert set(jobs["varys_bin"]) <= {"SN", "LN", "SW", "LW"} and len(set(jobs["varys_bin"])) >= 2
+    assert ((jobs["arrival_s"] / 10.24).round(9) % 1 == 0).all()
+    wide = jobs["coflow_width"] > 50
+    assert (jobs.loc[wide, "varys_bin"].str[1] == "W").all() and (jobs.loc[~wide, "varys_bin"].str[1] == "N").all()
+    assert (jobs["jct_s"] >= jobs["lower_bound_s"] * (1 - 1e-9)).all()
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "## Coflows by Varys bin" in report and "mean_slowdown" in report
