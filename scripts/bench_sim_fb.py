@@ -67,6 +67,8 @@ def spawn(code_root: Path, a: argparse.Namespace, scheme: str, timeout: float | 
                              capture_output=True, text=True, cwd=code_root, timeout=timeout).stdout
     except subprocess.TimeoutExpired:
         return None
+    except subprocess.CalledProcessError as e:  # e.g. a policy that revision does not have
+        return {"error": (e.stderr or "").strip().splitlines()[-1] if e.stderr else f"exit {e.returncode}"}
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -95,11 +97,16 @@ def main() -> None:
               f"{a.arrival_scale:g}; seconds of Simulator construction + run")
         for scheme in a.schemes.split(","):
             after = spawn(ROOT, a, scheme)
+            if "error" in after:
+                print(f"{scheme:8s} after failed: {after['error']}", flush=True)
+                continue
             line = (f"{scheme:8s} after wall {after['wall_s']:7.1f} s cpu {after['cpu_s']:7.1f} s "
                     f"({after['events']} events, avg JCT {after['avg_jct_s']:.6f} s)")
             if before_root is not None:
                 before = spawn(before_root, a, scheme, a.before_timeout)
-                if before is None:
+                if before is not None and "error" in before:
+                    line += f"  before: failed ({before['error'][:80]})"
+                elif before is None:
                     line += (f"  before > {a.before_timeout:.0f} s wall (stopped)  before/after "
                              f"> {a.before_timeout / after['wall_s']:.1f}x wall")
                 else:

@@ -44,6 +44,7 @@ RUNS = {
     "fair": ("fair", {}, "FAIR"),
     "aalo": ("aalo", {}, "DARK"),
     "aalo-q10": ("aalo", {"queues": 10}, "DARK"),
+    "aalo-dark": ("aalo", {"queues": 10, "coflow_rates": "port_share"}, "DARK"),
     "varys": ("varys", {}, "SEBF"),
     "varys-total": ("varys", {"sebf_bytes": "total"}, "SEBF"),
 }

@@ -113,3 +113,16 @@ def test_fb_trial_runs_with_epochs_and_reports_varys_bins(tmp_path):
     assert (jobs["jct_s"] >= jobs["lower_bound_s"] * (1 - 1e-9)).all()
     report = (tmp_path / "r" / "report.md").read_text()
     assert "## Coflows by Varys bin" in report and "mean_slowdown" in report
+
+
+def test_aalo_port_share_rates_by_hand():
+    """DARK's split: one coflow 0->1 (2 units), 0->2 (1 unit), 2->1 (1 unit). Port shares among its own
+    flows: egress 0 has 2 flows (C/2 each), ingress 1 has 2 (C/2 each), others 1: every flow gets C/2.
+    2->1 and 0->2 end at 2; 0->1 has 1 unit left, alone at C (new decision only when a coflow starts
+    or ends: none here, so it keeps C/2) -> ends at 4. O3 instead: Gamma = 3 (egress 0 and ingress 1
+    carry 3 units) -> every flow ends at 3."""
+    jobs = [job(0, 0.0, [(0, 1, 2), (0, 2, 1), (2, 1, 1)])]
+    assert run(make_policy("aalo", "network", coflow_rates="port_share"), jobs) == pytest.approx({0: 4.0})
+    assert run(make_policy("aalo", "network"), jobs) == pytest.approx({0: 3.0})
+    with pytest.raises(PolicyError):
+        make_policy("aalo", "network", coflow_rates="fair")

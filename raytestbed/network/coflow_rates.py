@@ -191,3 +191,20 @@ def greedy_backfill(flows: Flows, links: LinkIndex, rates: np.ndarray, order: li
 
     greedy_fill(cand.astype(np.int64), ptr, flows.inc_link.astype(np.int64), residual, SATURATED_RTOL * cap, out)
     return out
+
+
+def port_share_rates(flows: Flows, links: LinkIndex, order: list[int]) -> np.ndarray:
+    """CoflowSim DARK's rates (bytes/s): coflows in ``order`` each take, on the port capacity the
+    coflows before it left, min(free egress / its flows there, free ingress / its flows there) per
+    flow (:func:`raytestbed.network.waterfill.port_share_fill`); intra-server flows get intra_bps.
+    Flat clusters only (NIC ports, no rack links)."""
+    if links.n_racks:
+        raise ValueError("port_share rates need a cluster without racks")
+    from raytestbed.network.waterfill import port_share_fill  # compiled (numba)
+
+    rates = np.where(flows.src != flows.dst, 0.0, links.intra_bps)
+    cf_start = np.searchsorted(flows.cf, np.arange(flows.n_coflows + 1)).astype(np.int64)
+    free = links.capacity[:2 * links.n_servers].copy()
+    port_share_fill(np.asarray(order, dtype=np.int64), cf_start, flows.src.astype(np.int64),
+                    flows.dst.astype(np.int64), links.n_servers, free, rates)
+    return rates

@@ -179,3 +179,38 @@ def coflow_fill(order: np.ndarray, bounds: np.ndarray, cell_link: np.ndarray, ce
             factor[c] = f
             for m in range(a, b):
                 residual[cell_link[m]] -= cell_load[m] * f
+
+
+@numba.njit(cache=True)
+def port_share_fill(order: np.ndarray, cf_start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int,
+                    free: np.ndarray, rates: np.ndarray) -> None:  # pragma: no cover - compiled
+    """CoflowSim DARK's per-coflow allocation (compiled): coflows in ``order`` (rows of coflow c:
+    ``cf_start[c]:cf_start[c+1]``); on the capacity ``free`` (bytes/s; egress m -> m, ingress m ->
+    n + m) left by the coflows before it, each fabric flow gets the smaller of its source's and its
+    destination's equal share among this coflow's flows there, min(free_src / k_src, free_dst / k_dst)
+    (flows at a full port get 0); then the coflow's rates are taken off the ports."""
+    k_out = np.zeros(n, np.int64)
+    k_in = np.zeros(n, np.int64)
+    for c in order:
+        a, b = cf_start[c], cf_start[c + 1]
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s != d and free[n + d] > 0.0 and free[s] > 0.0:
+                k_out[s] += 1
+                k_in[d] += 1
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s == d or k_out[s] == 0 or k_in[d] == 0 or free[n + d] <= 0.0 or free[s] <= 0.0:
+                continue
+            r = min(free[s] / k_out[s], free[n + d] / k_in[d])
+            rates[i] = r
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s != d:
+                k_out[s] = 0
+                k_in[d] = 0
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s != d and rates[i] > 0.0:
+                free[s] -= rates[i]
+                free[n + d] -= rates[i]
