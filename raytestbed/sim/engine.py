@@ -12,7 +12,9 @@ running job progresses:
 * ``flow``: every iteration is a compute phase followed by the job's coflows
   (:mod:`raytestbed.network.traffic`); all flows share links through the weighted
   max-min allocator (:mod:`raytestbed.network.allocator`), so contention
-  *emerges*; a network policy may set weights or rates. ``iterations_per_coflow``
+  *emerges*; a network policy may set weights or rates. The active flows are
+  arrays (:mod:`raytestbed.sim.flownet`); network policies read them through
+  ``view.flows()`` and answer with rate arrays (:mod:`raytestbed.core.flows`). ``iterations_per_coflow``
   = q lumps q iterations into one cycle (q x compute, q x bytes) to bound the
   event count; q = 1 is exact. Each job's record also gets its *lower bound*
   (Parrot Thm 3 with the §7 compute extension): the sum over the coflows it ran

@@ -22,7 +22,6 @@ Units: bytes, bytes/s, seconds.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
