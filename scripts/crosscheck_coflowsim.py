@@ -47,6 +47,7 @@ RUNS = {
     "aalo-dark": ("aalo", {"queues": 10, "coflow_rates": "port_share"}, "DARK"),
     "varys": ("varys", {}, "SEBF"),
     "varys-total": ("varys", {"sebf_bytes": "total"}, "SEBF"),
+    "parrot": ("parrot", {}, "-"),
 }
 EPOCHS = {0.0: "8", 10.24: "10240"}  # our epoch (s) -> the CoflowSim file's epoch (trace-ms)
 
@@ -57,21 +58,21 @@ def varys_bin(job) -> str:
     return ("S" if longest < 5 * MIB else "L") + ("N" if len(flows) <= 50 else "W")
 
 
-def run(name: str, gbps: float, epoch: float) -> tuple[dict[int, tuple[float, float, str]], float]:
-    """Our run: {coflow id: (CCT s, slowdown, Varys bin)} and the wall seconds."""
+def run(name: str, gbps: float, epoch: float) -> tuple[dict[int, tuple[float, float, str]], float, float]:
+    """Our run: {coflow id: (CCT s, slowdown, Varys bin)}, wall and CPU seconds of the simulation."""
     policy, params, _ = RUNS[name]
     cl = ClusterConfig(name="fb150", nic_gbps=gbps, intra_gbytes_per_s=300,
                        servers=[ServerGroup(count=150, gpus=8)]).build()
     jobs = admit_in_epochs(load_workload("fb_coflow", {"mb_bytes": MIB}, cl, 1, ROOT), epoch)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = Simulator(cl, jobs, make_policy("fifo", "placement", 1), make_policy(policy, "network", 1, **params),
                     mode="flow").run()
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
     out = {}
     for r in res.records:
         cct = r.finish_s - r.job.arrival_s
         out[r.job.job_id] = (cct, cct / r.lower_bound_s if r.lower_bound_s > 0 else math.nan, varys_bin(r.job))
-    return out, wall
+    return out, wall, cpu
 
 
 def read_coflowsim(path: Path) -> dict[int, float]:
@@ -95,19 +96,19 @@ def main() -> None:
     a = ap.parse_args()
     if a.out:
         a.out.mkdir(parents=True, exist_ok=True)
-    print("| rate Gbit/s | ours | epoch s | avg CCT s | wall s | CoflowSim | its avg CCT s | ours vs it |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| rate Gbit/s | ours | epoch s | avg CCT s | wall s | CPU s | CoflowSim | its avg CCT s | ours vs it |")
+    print("|---|---|---|---|---|---|---|---|---|")
     gaps = []
     bins_rows = []
     for gbps in (float(x) for x in a.gbps.split(",")):
         tag = "1g" if gbps < 5 else "10g"
         for epoch in (float(x) for x in a.epochs.split(",")):
             for name in a.runs.split(","):
-                ours, wall = run(name, gbps, epoch)
+                ours, wall, cpu = run(name, gbps, epoch)
                 avg = float(np.mean([v[0] for v in ours.values()]))
                 algo = RUNS[name][2]
                 theirs_txt = diff_txt = "-"
-                f = a.coflowsim / f"{algo}_{tag}_{EPOCHS.get(epoch, '?')}.txt" if a.coflowsim else None
+                f = a.coflowsim / f"{algo}_{tag}_{EPOCHS.get(epoch, '?')}.txt" if a.coflowsim and algo != "-" else None
                 if f is not None and f.exists():
                     theirs = read_coflowsim(f)
                     if len(theirs) == len(ours):
@@ -117,7 +118,7 @@ def main() -> None:
                         gaps.append((f"{gbps:g} Gbit/s, epoch {epoch:g} s: {name} vs {algo}",
                                      [(c, ours[c][0], theirs[c], ours[c][2]) for c in pairs],
                                      sum(ours[c][0] - theirs[c] for c in ours) / len(ours)))
-                print(f"| {gbps:g} | {name} | {epoch:g} | {avg:.3f} | {wall:.1f} | {algo} | {theirs_txt} | {diff_txt} |",
+                print(f"| {gbps:g} | {name} | {epoch:g} | {avg:.3f} | {wall:.1f} | {cpu:.1f} | {algo} | {theirs_txt} | {diff_txt} |",
                       flush=True)
                 by = {}
                 for cct, slow, b in ours.values():
