@@ -196,15 +196,25 @@ class Simulator(EventCore):
         """Move the clock to ``t``, progressing flows in flow mode."""
         if t < self.state.now - 1e-9:
             raise RuntimeError(f"time went backwards: {t} < {self.state.now}")
-        net = self._net
-        if net is not None:
-            moved = net.advance(t - self._net_last)
-            if moved is not None:
-                running = self.state.running
-                for jid, sent in zip(net.jid_of_rank[moved[0]].tolist(), moved[1].tolist()):
-                    running[jid].bytes_sent += sent
+        if self._net is not None:
+            self._net.advance(t - self._net_last)
         self._net_last = max(self._net_last, t)
         self.state.now = max(self.state.now, t)
+
+    def drain(self) -> None:
+        """Deliver the queued events (bytes sent brought up to date first, flow mode)."""
+        if self._net is not None and self._immediate:
+            self._sync_sent()
+        super().drain()
+
+    def _sync_sent(self) -> None:
+        """Copy the flows' bytes sent into the running jobs' ``bytes_sent`` (what policies read)."""
+        running = self.state.running
+        jid_of = self._net.jid_of_rank
+        for r, sent in self._net.take_sent():
+            rj = running.get(int(jid_of[r]))
+            if rj is not None:
+                rj.bytes_sent = sent
 
     # ------------------------------------------------------------- event-core hooks
     def after_event(self, event: Event) -> None:
@@ -238,6 +248,7 @@ class Simulator(EventCore):
             else:
                 self._price(job.job_id)
         else:
+            self._net.start_job(job.job_id)
             run.traffic = iteration_traffic(job, placement, self.cluster)
             run.cycle_start_s = now
             self._begin_cycle(job.job_id)
@@ -352,11 +363,10 @@ class Simulator(EventCore):
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left, then the coflows left without flows."""
         net = self._net
-        leftovers, emptied = net.complete()
+        emptied = net.complete()
         running = self.state.running
         jid_of = net.jid_of_rank
-        for r, left in leftovers:
-            running[int(jid_of[r])].bytes_sent += left
+        self._sync_sent()
         for r in emptied:
             jid = int(jid_of[r])
             run = self._runs[jid]

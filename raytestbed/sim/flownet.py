@@ -71,6 +71,8 @@ class FlowNet:
         self.alive = np.zeros(0, dtype=bool)
         self.n_dead = 0  #: ended rows not yet compacted away
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
+        self.sent = np.zeros(len(order))  #: bytes each job (by rank) sent in its current run
+        self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose ``sent`` changed since the last sync
         self._next_uid = 0
         self.version = 0  #: changes whenever rows are added or removed
         self._moved = 0  #: changes whenever bytes move
@@ -79,8 +81,6 @@ class FlowNet:
         self._seq = 0
         self._blocks: tuple | None = None
         self._checked = False  #: the policy rates passed the capacity check; none set since
-        self._out_rank = np.zeros(0, dtype=np.int64)
-        self._out_sent = np.zeros(0)
         self._table: tuple | None = None
         self._infos: tuple | None = None
 
@@ -199,6 +199,12 @@ class FlowNet:
         bytes)."""
         return self.coflow.pop(rank)
 
+    def start_job(self, jid: int) -> None:
+        """Job ``jid`` starts a run: its bytes sent count from 0."""
+        r = self.rank_of[jid]
+        self.sent[r] = 0.0
+        self.sent_dirty[r] = False
+
     def drop_job(self, jid: int) -> None:
         """Remove every flow of job ``jid`` (stopped or finished)."""
         r = self.rank_of[jid]
@@ -224,32 +230,35 @@ class FlowNet:
         return self._blocks
 
     # ------------------------------------------------------------------ progress
-    def advance(self, dt: float) -> tuple[np.ndarray, np.ndarray] | None:
-        """Move every flow by min(bytes left, rate x dt); returns (job ranks, bytes sent by each) or
-        None if nothing moved. ``dt`` in seconds."""
+    def advance(self, dt: float) -> None:
+        """Move every flow by min(bytes left, rate x dt) (``dt`` seconds), adding to ``sent``."""
         if dt <= 0 or self.rem.size == 0:
-            return None
-        if self._out_rank.size < self.rem.size:
-            self._out_rank = np.empty(2 * self.rem.size, dtype=np.int64)
-            self._out_sent = np.empty(2 * self.rem.size)
-        n = kernels.advance(dt, self.rem, self.rate, self.rank, self._out_rank, self._out_sent)
+            return
+        kernels.advance(dt, self.rem, self.rate, self.rank, self.sent, self.sent_dirty)
         self._moved += 1
-        return self._out_rank[:n], self._out_sent[:n]
 
-    def complete(self) -> tuple[list[tuple[int, float]], list[int]]:
+    def take_sent(self) -> list[tuple[int, float]]:
+        """[(job rank, bytes sent in its current run)] of the jobs whose count changed since the last call."""
+        ranks = np.flatnonzero(self.sent_dirty)
+        if ranks.size == 0:
+            return []
+        self.sent_dirty[ranks] = False
+        return list(zip(ranks.tolist(), self.sent[ranks].tolist()))
+
+    def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
-        Returns ([(job rank, bytes left in its ended flows)], [job ranks whose coflow has no flow
-        left, by coflow start])."""
+        Returns the job ranks whose coflow has no flow left, by coflow start."""
         rows = kernels.done_rows(self.rem, self.eps, self.alive)
         if rows.size == 0:
-            return [], []
+            return []
         ranks = self.rank[rows]
+        for r, left in zip(ranks.tolist(), self.rem[rows].tolist()):
+            self.sent[r] += left
+        self.sent_dirty[ranks] = True
         cut = np.flatnonzero(np.concatenate(([True], ranks[1:] != ranks[:-1])))
         hit = ranks[cut]
-        left = np.add.reduceat(self.rem[rows], cut)
         ndone = np.diff(np.append(cut, rows.size))
         self.live_count[hit] -= ndone
-        leftovers = list(zip(hit.tolist(), left.tolist()))
         emptied = hit[self.live_count[hit] == 0].tolist()
         self.alive[rows] = False
         self.rem[rows] = 0.0
@@ -262,7 +271,7 @@ class FlowNet:
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
             self.compact()
         emptied.sort(key=lambda r: self.coflow[r][1])
-        return leftovers, emptied
+        return emptied
 
     def next_completion(self) -> float:
         """Seconds until the first flow at a positive rate is done (inf if none moves)."""

@@ -12,34 +12,20 @@ import numpy as np
 
 
 @numba.njit(cache=True)
-def advance(dt: float, rem: np.ndarray, rate: np.ndarray, rank: np.ndarray, out_rank: np.ndarray,
-            out_sent: np.ndarray) -> int:  # pragma: no cover - compiled
-    """Move every row by min(rem, rate x dt); write (job rank, bytes sent) of every job block that
-    sent something into ``out_rank``/``out_sent`` (sums in row order); returns how many."""
-    n = 0
-    cur = -1
-    acc = 0.0
+def advance(dt: float, rem: np.ndarray, rate: np.ndarray, rank: np.ndarray, sent: np.ndarray,
+            dirty: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Move every row by min(rem, rate x dt), adding what it sent to ``sent[rank]`` (bytes, flow by
+    flow in row order) and flagging the rank in ``dirty``."""
     for i in range(rem.size):
-        r = rank[i]
-        if r != cur:
-            if cur >= 0 and acc > 0.0:
-                out_rank[n] = cur
-                out_sent[n] = acc
-                n += 1
-            cur = r
-            acc = 0.0
         x = rate[i] * dt
         if x > 0.0:
             left = rem[i]
             if x > left:
                 x = left
             rem[i] = left - x
-            acc += x
-    if cur >= 0 and acc > 0.0:
-        out_rank[n] = cur
-        out_sent[n] = acc
-        n += 1
-    return n
+            r = rank[i]
+            sent[r] += x
+            dirty[r] = True
 
 
 @numba.njit(cache=True)
