@@ -248,13 +248,10 @@ class FlowNet:
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
         Returns the job ranks whose coflow has no flow left, by coflow start."""
-        rows = kernels.done_rows(self.rem, self.eps, self.alive)
+        rows = kernels.done_rows(self.rem, self.eps, self.alive, self.rank, self.sent, self.sent_dirty)
         if rows.size == 0:
             return []
         ranks = self.rank[rows]
-        for r, left in zip(ranks.tolist(), self.rem[rows].tolist()):
-            self.sent[r] += left
-        self.sent_dirty[ranks] = True
         cut = np.flatnonzero(np.concatenate(([True], ranks[1:] != ranks[:-1])))
         hit = ranks[cut]
         ndone = np.diff(np.append(cut, rows.size))

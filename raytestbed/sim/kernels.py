@@ -29,8 +29,10 @@ def advance(dt: float, rem: np.ndarray, rate: np.ndarray, rank: np.ndarray, sent
 
 
 @numba.njit(cache=True)
-def done_rows(rem: np.ndarray, eps: np.ndarray, alive: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """Rows that are alive with at most ``eps`` bytes left, ascending."""
+def done_rows(rem: np.ndarray, eps: np.ndarray, alive: np.ndarray, rank: np.ndarray, sent: np.ndarray,
+              dirty: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Rows that are alive with at most ``eps`` bytes left, ascending; their bytes left are added to
+    ``sent[rank]`` (row order) and the ranks flagged in ``dirty``."""
     n = 0
     for i in range(rem.size):
         if alive[i] and rem[i] <= eps[i]:
@@ -41,6 +43,8 @@ def done_rows(rem: np.ndarray, eps: np.ndarray, alive: np.ndarray) -> np.ndarray
         if alive[i] and rem[i] <= eps[i]:
             out[k] = i
             k += 1
+            sent[rank[i]] += rem[i]
+            dirty[rank[i]] = True
     return out
 
 
