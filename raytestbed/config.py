@@ -115,6 +115,10 @@ class TimingConfig(_Strict):
     model: Literal["asrpt", "sjfbco", "gadget"] = "asrpt"
     model_params: dict[str, _ModelParam] = Field(default_factory=dict)
     iterations_per_coflow: PositiveInt = 1
+    admission_epoch_s: NonNegativeFloat = Field(
+        0.0, description="look at arrivals only every this many seconds, admitting each job at the start of "
+        "the epoch its arrival falls in, up to one epoch early (CoflowSim: 10.24; 0 = exact arrivals); "
+        "job times count from admission (raytestbed.core.job.admit_in_epochs)")
 
 
 class FastForwardConfig(_Strict):

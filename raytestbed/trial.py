@@ -34,6 +34,7 @@ from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.core.events import Fault
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload
+from raytestbed.core.job import admit_in_epochs
 
 _FAULT = re.compile(r"^(kill_server|slow_nic):(\d+)@([0-9.]+)s?(?::x([0-9.]+))?$")
 
@@ -180,6 +181,7 @@ def run_into(
     wl = trial.workload.model_dump()
     kind = wl.pop("kind")
     jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
+    jobs = admit_in_epochs(jobs, trial.timing.admission_epoch_s)
     params = trial.policy_params
     search = [loaded.base_dir]  # import-path plug-ins may live beside the trial file
     policy = make_policy(pair.placement, "placement", seed, search,

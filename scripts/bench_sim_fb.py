@@ -1,16 +1,20 @@
 """Wall time of the flow simulator on the Facebook coflow benchmark, before vs after, with equal results.
 
-Runs the ``fb`` instance of ``scripts/reproduce_parrot.py`` (FB2010 coflows as single-coflow
-jobs on 150 servers at 10 Gbit/s, FIFO with random placement + a coflow network policy at
-its defaults, seed 1) for each scheme, once with this checkout (*after*) and, with
-``--before-rev REV``, once with revision REV (its code extracted by ``git archive`` into a
-temporary folder; *before*), one after the other per scheme so both see the same host load.
-Each run is its own process (``--one``), so the two revisions' modules never mix. Prints the
-wall time of ``Simulator.run`` (seconds), the event count, the total JCT (s) and the largest
-relative difference of any job's finish time between before and after (0 = identical).
+Runs FB2010 coflows (``fb_coflow``: every coflow a one-iteration job) on 150 servers at
+``--gbps`` Gbit/s per port, FIFO with random placement + a network policy at its defaults (seed
+1) for each scheme, once with this checkout (*after*) and, with ``--before-rev REV``, once with
+revision REV (its code extracted by ``git archive`` into a temporary folder; *before*), one after
+the other per scheme so both see the same host load. Each run is its own process (``--one``), so
+the two revisions' modules never mix; a *before* run still going after ``--before-timeout``
+seconds is stopped and shown as "> T s". Prints the wall and CPU seconds of building and running
+the ``Simulator`` (CPU seconds are less sensitive to other load on a shared host), the policy event
+count, the average JCT (= CCT here, s) and the largest relative difference of any job's finish
+time between before and after (0 = identical).
 
-    PYTHONPATH=. python scripts/bench_sim_fb.py [--limit 250] [--arrival-scale 1] \
-        [--schemes parrot,aalo,lccf] [--before-rev 30c3701]
+The issue's setting (sizes in MiB, CoflowSim's 1.048576 Gbit/s ports, all 526 coflows):
+
+    PYTHONPATH=. python scripts/bench_sim_fb.py --limit 526 --mb-bytes 1048576 --gbps 1.048576 \
+        --schemes fair,aalo,varys,parrot --before-rev 81a7cca --before-timeout 600
 """
 
 from __future__ import annotations
@@ -27,8 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_one(limit: int, arrival_scale: float, scheme: str, gbps: float = 10.0) -> dict:
-    """Simulate the instance with the ``raytestbed`` on ``sys.path``; wall seconds and finish times."""
+def run_one(limit: int, arrival_scale: float, scheme: str, gbps: float = 10.0, mb_bytes: float = 1e6) -> dict:
+    """Simulate the instance with the ``raytestbed`` on ``sys.path``; wall/CPU seconds and finish times."""
     from raytestbed.config import ClusterConfig, ServerGroup
     from raytestbed.schedulers.base import make_policy
     from raytestbed.sim.engine import Simulator
@@ -36,27 +40,35 @@ def run_one(limit: int, arrival_scale: float, scheme: str, gbps: float = 10.0) -
 
     cl = ClusterConfig(name=f"parrot_150_{gbps:g}g", nic_gbps=gbps, intra_gbytes_per_s=300,
                        servers=[ServerGroup(count=150, gpus=8)]).build()
-    jobs = load_workload("fb_coflow", {"limit": limit, "arrival_scale": arrival_scale}, cl, 1, ROOT)
+    jobs = load_workload("fb_coflow", {"limit": limit, "arrival_scale": arrival_scale, "mb_bytes": mb_bytes},
+                         cl, 1, ROOT)
     fifo = make_policy("fifo", "placement", 1, spread="random")
     net = make_policy(scheme, "network", 1)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = Simulator(cl, jobs, fifo, net, mode="flow").run()
-    wall = time.perf_counter() - t0
-    return {"wall_s": wall, "events": res.events,
+    wall, cpu = time.perf_counter() - t0, time.process_time() - c0
+    total = sum(r.finish_s - r.job.arrival_s for r in res.records)
+    return {"wall_s": wall, "cpu_s": cpu, "events": res.events,
             "finish": [r.finish_s for r in res.records],
-            "total_jct_s": sum(r.finish_s - r.job.arrival_s for r in res.records)}
+            "total_jct_s": total, "avg_jct_s": total / len(res.records)}
 
 
-def spawn(code_root: Path, limit: int, arrival_scale: float, scheme: str) -> dict:
-    """``run_one`` in a fresh process that imports ``raytestbed`` from ``code_root``."""
+def spawn(code_root: Path, a: argparse.Namespace, scheme: str, timeout: float | None = None) -> dict | None:
+    """``run_one`` in a fresh process that imports ``raytestbed`` from ``code_root`` (None: timed out)."""
     from raytestbed.traces.datadir import find_data_dir as data_dir
 
     env = {**os.environ, "PYTHONPATH": str(code_root), "PYTHONDONTWRITEBYTECODE": "1"}
     if data_dir() is not None:  # an extracted revision finds no shared/data above it
         env["RAYTESTBED_DATA_DIR"] = str(data_dir())
-    out = subprocess.run([sys.executable, __file__, "--one", "--limit", str(limit), "--arrival-scale",
-                          str(arrival_scale), "--schemes", scheme], env=env, check=True,
-                         capture_output=True, text=True, cwd=code_root).stdout
+    try:
+        out = subprocess.run([sys.executable, __file__, "--one", "--limit", str(a.limit), "--arrival-scale",
+                              str(a.arrival_scale), "--schemes", scheme, "--gbps", str(a.gbps),
+                              "--mb-bytes", str(a.mb_bytes)], env=env, check=True,
+                             capture_output=True, text=True, cwd=code_root, timeout=timeout).stdout
+    except subprocess.TimeoutExpired:
+        return None
+    except subprocess.CalledProcessError as e:  # e.g. a policy that revision does not have
+        return {"error": (e.stderr or "").strip().splitlines()[-1] if e.stderr else f"exit {e.returncode}"}
     return json.loads(out.strip().splitlines()[-1])
 
 
@@ -65,11 +77,14 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=250, help="first N coflows of the trace (526 in all)")
     ap.add_argument("--arrival-scale", type=float, default=1.0, help="factor on the trace's arrival times")
     ap.add_argument("--schemes", default="parrot,aalo,lccf")
+    ap.add_argument("--gbps", type=float, default=10.0, help="port rate, Gbit/s")
+    ap.add_argument("--mb-bytes", type=float, default=1e6, help="bytes per trace MB (1048576: MiB, as CoflowSim)")
     ap.add_argument("--before-rev", default=None, help="git revision to time beside this checkout")
+    ap.add_argument("--before-timeout", type=float, default=None, help="stop a before run after this many seconds")
     ap.add_argument("--one", action="store_true", help=argparse.SUPPRESS)  # child: one run, JSON on stdout
     a = ap.parse_args()
     if a.one:
-        print(json.dumps(run_one(a.limit, a.arrival_scale, a.schemes)))
+        print(json.dumps(run_one(a.limit, a.arrival_scale, a.schemes, a.gbps, a.mb_bytes)))
         return
     with tempfile.TemporaryDirectory() as tmp:
         before_root = None
@@ -78,19 +93,30 @@ def main() -> None:
             archive = subprocess.run(["git", "-C", str(ROOT), "archive", a.before_rev], check=True,
                                      capture_output=True).stdout
             subprocess.run(["tar", "-x", "-C", tmp], input=archive, check=True)
-        print(f"fb, first {a.limit} coflows, arrival scale {a.arrival_scale:g}; wall = Simulator.run, seconds")
+        print(f"fb, first {a.limit} coflows, {a.gbps:g} Gbit/s ports, MB = {a.mb_bytes:g} bytes, arrival scale "
+              f"{a.arrival_scale:g}; seconds of Simulator construction + run")
         for scheme in a.schemes.split(","):
-            after = spawn(ROOT, a.limit, a.arrival_scale, scheme)
-            line = f"{scheme:8s} after {after['wall_s']:8.1f} s ({after['events']} events, " \
-                   f"total JCT {after['total_jct_s']:.6f} s)"
+            after = spawn(ROOT, a, scheme)
+            if "error" in after:
+                print(f"{scheme:8s} after failed: {after['error']}", flush=True)
+                continue
+            line = (f"{scheme:8s} after wall {after['wall_s']:7.1f} s cpu {after['cpu_s']:7.1f} s "
+                    f"({after['events']} events, avg JCT {after['avg_jct_s']:.6f} s)")
             if before_root is not None:
-                before = spawn(before_root, a.limit, a.arrival_scale, scheme)
-                diff = max((abs(x - y) / abs(x) if x else abs(y)
-                            for x, y in zip(before["finish"], after["finish"])), default=0.0)
-                line += (f"  before {before['wall_s']:8.1f} s  before/after "
-                         f"{before['wall_s'] / after['wall_s']:6.1f}x  max rel. diff of finish times {diff:.3g}")
+                before = spawn(before_root, a, scheme, a.before_timeout)
+                if before is not None and "error" in before:
+                    line += f"  before: failed ({before['error'][:80]})"
+                elif before is None:
+                    line += (f"  before > {a.before_timeout:.0f} s wall (stopped)  before/after "
+                             f"> {a.before_timeout / after['wall_s']:.1f}x wall")
+                else:
+                    diff = max((abs(x - y) / abs(x) if x else abs(y)
+                                for x, y in zip(before["finish"], after["finish"])), default=0.0)
+                    line += (f"  before wall {before['wall_s']:7.1f} s cpu {before.get('cpu_s', float('nan')):7.1f} s"
+                             f"  before/after {before['wall_s'] / after['wall_s']:6.1f}x wall "
+                             f"{before.get('cpu_s', float('nan')) / after['cpu_s']:6.1f}x cpu"
+                             f"  max rel. diff of finish times {diff:.3g}")
             print(line, flush=True)
-
 
 if __name__ == "__main__":
     main()

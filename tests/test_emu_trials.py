@@ -56,7 +56,7 @@ def ray_local():
     if ray.is_initialized():
         yield
         return
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
              resources={"emu_gpu": 8})
     yield
     ray.shutdown()

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState, RunningJob
+from raytestbed.core.flows import FlowRates
 from raytestbed.core.events import (
     Decision,
     JobFailed,
@@ -134,6 +135,11 @@ class DecisionBook:
                     raise PolicyError(f"{policy}: weight of job {jid} must be > 0, got {w}")
             return None
         if isinstance(d, SetFlowRates):
+            if isinstance(d.rates, FlowRates):  # an array: the backend applies it by flow key
+                bad = d.rates.first_bad()
+                if bad is not None:
+                    raise PolicyError(f"{policy}: rate of flow {d.rates.flows.flow_ids[bad]} must be >= 0")
+                return None
             for fid, r in d.rates.items():
                 if known_flow is not None and not known_flow(fid):
                     raise PolicyError(f"{policy}: SetFlowRates for unknown flow {fid}")

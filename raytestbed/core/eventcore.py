@@ -27,7 +27,7 @@ from __future__ import annotations
 import heapq
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -214,7 +214,7 @@ class EventCore:
         elif isinstance(d, SetFlowWeights):
             self.set_weights(pol, {int(k): float(v) for k, v in d.weights.items()})
         elif isinstance(d, SetFlowRates):
-            self.set_rates(pol, dict(d.rates))
+            self.set_rates(pol, d.rates)
 
     # ------------------------------------------------------------------ job life cycle
     def start(self, job: Job, placement: Placement) -> None:
@@ -277,7 +277,9 @@ class EventCore:
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
         raise PolicyError(f"{pol.name}: SetFlowWeights is not supported by this backend")
 
-    def set_rates(self, pol: Policy, rates: dict[Any, float]) -> None:
+    def set_rates(self, pol: Policy, rates: Mapping[Any, float]) -> None:
+        """Apply a network policy's rates: a mapping flow id -> bytes/s (possibly a
+        :class:`~raytestbed.core.flows.FlowRates` array, which a backend may apply as one)."""
         raise PolicyError(f"{pol.name}: SetFlowRates is not supported by this backend")
 
     def after_event(self, event: Event) -> None:

@@ -16,6 +16,7 @@ boundary, ``out_bytes`` = bytes of one mini-batch's activations crossing from st
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
@@ -199,3 +200,24 @@ class Job:
         if len(self.stages) != 1:
             raise ValueError(f"job {self.job_id}: only single-stage jobs are elastic")
         return replace(self, stages=(Stage(workers, self.stages[0].profile),))
+
+
+def admit_in_epochs(jobs: list[Job], epoch_s: float) -> list[Job]:
+    """Jobs as an epoch-based simulator admits them (CoflowSim: ``admission_epoch_s`` = 10.24).
+
+    Arrivals are only looked at every ``epoch_s`` seconds: at epoch start t = k x epoch_s every job
+    with arrival in (t, t + epoch_s] (and at t = 0 every job with arrival in [0, epoch_s]) is
+    admitted, i.e. a job arriving at a starts at max(0, ceil(a / epoch_s) - 1) x epoch_s, up to one
+    epoch *early*, and its completion time counts from there. ``epoch_s`` = 0 keeps the exact
+    arrivals. Returns copies with the admitted ``arrival_s``; the trace's arrival is kept in
+    ``extra["trace_arrival_s"]``.
+    """
+    if epoch_s < 0 or not math.isfinite(epoch_s):
+        raise ValueError(f"admission epoch must be >= 0 seconds, got {epoch_s!r}")
+    if epoch_s == 0:
+        return list(jobs)
+    out = []
+    for j in jobs:
+        k = max(0, math.ceil(j.arrival_s / epoch_s) - 1)
+        out.append(replace(j, arrival_s=k * epoch_s, extra={**j.extra, "trace_arrival_s": j.arrival_s}))
+    return out

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from types import MappingProxyType
 
 import numpy as np
@@ -17,6 +18,9 @@ from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.errors import PolicyError
+
+if TYPE_CHECKING:
+    from raytestbed.core.flows import Flows, FlowTable
 
 
 @dataclass(slots=True)
@@ -83,6 +87,9 @@ class ClusterState:
     #: called before a view hands out ``coflows``: lets a backend bring the remaining bytes up to
     #: date only when a policy reads them (the flow simulator does; None: ``coflows`` is always current)
     coflow_sync: Callable[[], None] | None = field(default=None, repr=False, compare=False)
+    #: the backend's own array table of the active flows (the flow simulator's); None: read ``coflows``
+    flow_arrays: Callable[[], "Flows"] | None = field(default=None, repr=False, compare=False)
+    _flow_table: "FlowTable | None" = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         c = self.cluster
@@ -196,6 +203,18 @@ class ClusterView:
         if sync is not None:
             sync()
         return MappingProxyType(self._s.coflows)
+
+    def flows(self) -> "Flows":
+        """Every flow of every active coflow as arrays (:mod:`raytestbed.core.flows`): the array
+        interface for network policies. Read-only; a fresh table after every change."""
+        s = self._s
+        if s.flow_arrays is not None:
+            return s.flow_arrays()
+        if s._flow_table is None:
+            from raytestbed.core.flows import FlowTable
+
+            s._flow_table = FlowTable()
+        return s._flow_table.read(self)
 
 
 class FreePool:

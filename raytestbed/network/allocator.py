@@ -439,3 +439,32 @@ def _progressive_filling(
         staying = ~leaving
         live_flow, live_link = live_flow[staying], live_link[staying]
     return rate
+
+
+
+def grouped_max_min_rates(
+    group: np.ndarray,
+    weight: np.ndarray,
+    group_links: np.ndarray,
+    capacity: np.ndarray,
+) -> np.ndarray:
+    """Weighted max-min fair rates (bytes/s) of uncapped flows that come in *groups* of flows
+    crossing the same links (e.g. every flow between one pair of servers).
+
+    Flow ``f`` belongs to group ``group[f]`` (0 <= group < G; < 0: left out, rate 0) and has weight
+    ``weight[f]`` > 0;
+    ``group_links`` is a (G, K) integer array of the link indices each group crosses (-1 pads a
+    group that crosses fewer than K; every group crosses at least one); ``capacity`` (bytes/s,
+    > 0) per link. Flows of one group freeze together in progressive filling at the same level
+    (bytes/s per unit weight), so the filling runs once per group with the group's summed weight
+    W_g, one link at a time in compiled code (:func:`raytestbed.network.waterfill.water_fill`), and every flow gets
+    ``weight[f] * level_g``. The same allocation as :class:`RateAllocator` up to rounding
+    (``tests/test_allocator_grouped.py``); this is the flow simulator's allocator."""
+    from raytestbed.network.waterfill import flow_rates  # compiled (numba): imported on first use
+
+    group = np.ascontiguousarray(group, dtype=np.int64)
+    weight = np.ascontiguousarray(weight, dtype=float)
+    if weight.size == 0:
+        return np.zeros(0)
+    return flow_rates(group, np.arange(weight.size, dtype=np.int64), weight,
+                      np.ascontiguousarray(group_links, dtype=np.int64), np.ascontiguousarray(capacity, dtype=float))

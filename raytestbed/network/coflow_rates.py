@@ -3,9 +3,9 @@
 Building blocks of the coflow network policies (``parrot``, ``aalo``, ``lccf``;
 spec parrot.md §3.3-3.4, §6.2). Rates are bytes/s, volumes bytes, times seconds.
 
-* :class:`FlowTable` turns the active coflows of a :class:`ClusterView` into
-  arrays (flow ids, coflow index, src/dst server, remaining bytes, link
-  incidences), caching the static part of every coflow.
+* :class:`~raytestbed.core.flows.Flows` (from ``view.flows()``): the active coflows as
+  arrays (flow ids, coflow index, src/dst server, remaining and total bytes, link
+  incidences); :class:`~raytestbed.core.flows.LinkIndex` numbers the links.
 * :func:`o3_rates`: every coflow's stand-alone optimum O3 on its remaining
   bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27); :func:`o3_scaled_rates`
   times a per-coflow share (Parrot Alg. 1 S7-9: W_l / sum W).
@@ -25,167 +25,19 @@ cross no link and run at the intra-server rate ``intra_bps``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from itertools import chain
-
 import numpy as np
 
-from raytestbed.core.cluster import Cluster
-from raytestbed.core.state import ClusterView
+from raytestbed.core.flows import MIN_BYTES, Flows, FlowTable, LinkIndex  # noqa: F401 (re-exported)
 from raytestbed.network.allocator import max_min_rates
 
 #: relative slack below which a link counts as saturated
 SATURATED_RTOL = 1e-9
-#: remaining bytes below this are rounded up, so a flow that is (numerically) done
-#: still gets a positive rate and completes at once
-MIN_BYTES = 1.0
-
-
-class LinkIndex:
-    """Link numbering for one cluster: egress m -> m, ingress m -> N+m, rack up/down after."""
-
-    def __init__(self, cluster: Cluster) -> None:
-        n = cluster.num_servers
-        self.n_servers = n
-        self.egress = np.array([s.nic_egress_bps for s in cluster.servers], dtype=float)
-        self.ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
-        racks = cluster.racks
-        self.rack = np.array([-1 if s.rack is None else s.rack for s in cluster.servers], dtype=np.intp)
-        up = np.array([r.uplink_bps for r in racks], dtype=float)
-        down = np.array([r.downlink_bps for r in racks], dtype=float)
-        self.n_racks = len(racks)
-        self.capacity = np.concatenate([self.egress, self.ingress, up, down])
-        self.intra_bps = float(cluster.intra_bps)
-
-    def incidences(self, src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(flow index, link index) pairs, grouped by flow, for flows ``src -> dst`` (intra flows: none)."""
-        n = self.n_servers
-        f = np.arange(src.size, dtype=np.intp)
-        net = src != dst
-        if not self.n_racks:  # flat cluster: (egress src, ingress dst) per fabric flow, no sort needed
-            fn = f[net]
-            return np.repeat(fn, 2), np.column_stack((src[net], n + dst[net])).ravel()
-        fl = [f[net], f[net]]
-        li = [src[net], n + dst[net]]
-        if self.n_racks:
-            rs, rd = self.rack[src], self.rack[dst]
-            cross = net & (rs >= 0) & (rd >= 0) & (rs != rd)
-            fl += [f[cross], f[cross]]
-            li += [2 * n + rs[cross], 2 * n + self.n_racks + rd[cross]]
-        inc_flow = np.concatenate(fl)
-        inc_link = np.concatenate(li)
-        order = np.argsort(inc_flow, kind="stable")
-        return inc_flow[order], inc_link[order]
-
-
-@dataclass
-class Flows:
-    """The flows of the active coflows, coflow by coflow (arrays share the flow index)."""
-
-    flow_ids: list[tuple]
-    coflow_ids: list[tuple]
-    coflow_job: list[int]  #: job id of each coflow
-    cf: np.ndarray  #: coflow index of each flow
-    src: np.ndarray
-    dst: np.ndarray
-    remaining: np.ndarray  #: bytes left, at least MIN_BYTES
-    inc_flow: np.ndarray
-    inc_link: np.ndarray
-
-    @property
-    def n_coflows(self) -> int:
-        return len(self.coflow_ids)
-
-
-class FlowTable:
-    """Reads the active coflows of a view into :class:`Flows`, caching each coflow's static arrays.
-
-    ``fast`` (default): one pass over all flows for the remaining bytes and one concatenation per
-    array instead of per-coflow array building; same :class:`Flows` as the reference reader
-    (``fast=False``), element for element."""
-
-    def __init__(self, fast: bool = True) -> None:
-        self.fast = bool(fast)
-        self._links: LinkIndex | None = None
-        self._cluster: Cluster | None = None
-        self._static: dict[tuple, tuple[int, list[tuple], np.ndarray, np.ndarray]] = {}
-
-    def links(self, cluster: Cluster) -> LinkIndex:
-        if self._cluster is not cluster:
-            self._cluster = cluster
-            self._links = LinkIndex(cluster)
-            self._static.clear()
-        return self._links  # type: ignore[return-value]
-
-    def read(self, view: ClusterView, coflow_ids: list[tuple] | None = None) -> Flows:
-        """The flows of ``coflow_ids`` (default: every active coflow, by job arrival, job id)."""
-        links = self.links(view.cluster)
-        active = view.coflows
-        if coflow_ids is None:
-            running = view.running
-            coflow_ids = sorted(active, key=lambda c: (running[active[c].job_id].job.arrival_s, c))
-        if self.fast:
-            return self._read_fast(active, list(coflow_ids), links)
-        fids: list[tuple] = []
-        cfs, srcs, dsts, rems = [], [], [], []
-        jobs = []
-        live = set()
-        for k, cid in enumerate(coflow_ids):
-            info = active[cid]
-            jobs.append(info.job_id)
-            n = len(info.flows)
-            hit = self._static_of(cid, info)
-            live.add(cid)
-            fids.extend(hit[1])
-            srcs.append(hit[2])
-            dsts.append(hit[3])
-            cfs.append(np.full(n, k, dtype=np.intp))
-            rems.append(np.fromiter((f.remaining_bytes for f in info.flows), dtype=float, count=n))
-        if len(self._static) > 4 * max(1, len(live)) + 64:
-            self._static = {c: v for c, v in self._static.items() if c in live}
-        cat = (lambda xs, dt: np.concatenate(xs) if xs else np.zeros(0, dtype=dt))
-        src, dst = cat(srcs, np.intp), cat(dsts, np.intp)
-        inc_flow, inc_link = links.incidences(src, dst)
-        return Flows(fids, list(coflow_ids), jobs, cat(cfs, np.intp), src, dst,
-                     np.maximum(cat(rems, float), MIN_BYTES), inc_flow, inc_link)
-
-    def _static_of(self, cid, info) -> tuple:
-        """Cached (flow count, flow ids, src array, dst array) of coflow ``cid``; rebuilt when its flows changed."""
-        n = len(info.flows)
-        hit = self._static.get(cid)
-        if hit is None or hit[0] != n:
-            src = np.fromiter((f.src for f in info.flows), dtype=np.intp, count=n)
-            dst = np.fromiter((f.dst for f in info.flows), dtype=np.intp, count=n)
-            hit = (n, [f.flow_id for f in info.flows], src, dst)
-            self._static[cid] = hit
-        return hit
-
-    def _read_fast(self, active, coflow_ids: list[tuple], links: LinkIndex) -> Flows:
-        infos = [active[c] for c in coflow_ids]
-        statics = [self._static_of(cid, info) for cid, info in zip(coflow_ids, infos)]
-        if len(self._static) > 4 * max(1, len(coflow_ids)) + 64:
-            live = set(coflow_ids)
-            self._static = {c: v for c, v in self._static.items() if c in live}
-        counts = np.fromiter((h[0] for h in statics), dtype=np.intp, count=len(statics))
-        total = int(counts.sum())
-        rem = np.fromiter([f.remaining_bytes for i in infos for f in i.flows], dtype=float, count=total)
-        if statics:
-            src = np.concatenate([h[2] for h in statics])
-            dst = np.concatenate([h[3] for h in statics])
-        else:
-            src = dst = np.zeros(0, dtype=np.intp)
-        cf = np.repeat(np.arange(len(statics), dtype=np.intp), counts)
-        fids = list(chain.from_iterable(h[1] for h in statics))
-        inc_flow, inc_link = links.incidences(src, dst)
-        return Flows(fids, coflow_ids, [i.job_id for i in infos], cf, src, dst,
-                     np.maximum(rem, MIN_BYTES), inc_flow, inc_link)
-
-
-def o3_gamma(flows: Flows, links: LinkIndex) -> np.ndarray:
-    """Gamma~ of every coflow on its remaining bytes (eq. 26), seconds; 0 if it has no fabric flow."""
+def o3_gamma(flows: Flows, links: LinkIndex, nbytes: np.ndarray | None = None) -> np.ndarray:
+    """Gamma~ of every coflow on its remaining bytes (eq. 26), seconds; 0 if it has no fabric flow.
+    ``nbytes``: per-flow bytes to use instead of the remaining ones (e.g. ``flows.total``)."""
     c, n = flows.n_coflows, links.n_servers
     net = flows.src != flows.dst
-    cf, rem = flows.cf[net], flows.remaining[net]
+    cf, rem = flows.cf[net], (flows.remaining if nbytes is None else nbytes)[net]
     sent = np.bincount(cf * n + flows.src[net], weights=rem, minlength=c * n).reshape(c, n)
     recv = np.bincount(cf * n + flows.dst[net], weights=rem, minlength=c * n).reshape(c, n)
     if c == 0:
@@ -285,28 +137,13 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
         # the loaded (coflow, link) cells in row-major order: coflow c's are cells[bounds[c]:bounds[c + 1]];
         # subtracting load * f only there equals the dense update (elsewhere it subtracts exactly 0)
         cells = np.flatnonzero(loads > 0)
-        bounds = np.searchsorted(cells, np.arange(n_c + 1) * n_l).tolist()
-        cell_link, cell_load = (cells % n_l).tolist(), loads[cells].tolist()
-        res = residual.tolist()
-        factor = [0.0] * n_c
-        for c in order[:1] if first_only else order:
-            lk, ld = cell_link[bounds[c]:bounds[c + 1]], cell_load[bounds[c]:bounds[c + 1]]
-            if not lk:
-                continue
-            f = 1.0  # min{1, min_l max(R_l, 0) / b_l}
-            for k, x in zip(lk, ld):
-                r = res[k]
-                if r <= 0.0:  # a full link: factor 0, the residual stays as it is
-                    f = 0.0
-                    break
-                q = r / x
-                if q < f:
-                    f = q
-            if f > 0.0:
-                factor[c] = f
-                for k, x in zip(lk, ld):
-                    res[k] -= x * f
-        add = base * np.array(factor)[flows.cf]
+        bounds = np.searchsorted(cells, np.arange(n_c + 1) * n_l)
+        factor = np.zeros(n_c)
+        sel = np.asarray(order[:1] if first_only else order, dtype=np.int64)
+        from raytestbed.network.waterfill import coflow_fill  # compiled (numba)
+
+        coflow_fill(sel, bounds.astype(np.int64), (cells % n_l).astype(np.int64), loads[cells], residual.copy(), factor)
+        add = base * factor[flows.cf]
         return np.where(net, rates + add, rates)
     # incidence ranges per coflow (incidences are grouped by flow, flows by coflow)
     inc_cf = flows.cf[flows.inc_flow]
@@ -329,4 +166,45 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
         else:
             rates[sl] = np.where(net[sl], rates[sl] + base[sl] * factor, rates[sl])
         residual -= load * factor
+    return rates
+
+
+def greedy_backfill(flows: Flows, links: LinkIndex, rates: np.ndarray, order: list[int]) -> np.ndarray:
+    """Work-conserving backfill (Varys, CoflowSim): coflows in ``order`` (coflow indices), flows in
+    coflow order; each fabric flow adds the smallest capacity its links have left (bytes/s), which
+    fills at least one of them. A link with at most ``SATURATED_RTOL`` of its capacity left counts
+    as full. Returns the new rates (bytes/s)."""
+    cap = links.capacity
+    residual = cap - link_loads(flows, links, rates)
+    full = residual <= SATURATED_RTOL * cap
+    blocked = np.zeros(rates.size, dtype=bool)
+    blocked[flows.inc_flow[full[flows.inc_link]]] = True
+    cand = np.flatnonzero((flows.src != flows.dst) & ~blocked)  # flows that may get some capacity
+    if cand.size == 0:
+        return rates
+    rank = np.empty(flows.n_coflows, dtype=np.intp)
+    rank[np.asarray(order, dtype=np.intp)] = np.arange(len(order))
+    cand = cand[np.lexsort((cand, rank[flows.cf[cand]]))]  # SEBF order, then flow order
+    ptr = np.searchsorted(flows.inc_flow, np.arange(rates.size + 1)).astype(np.int64)
+    out = rates.copy()
+    from raytestbed.network.waterfill import greedy_fill  # compiled (numba)
+
+    greedy_fill(cand.astype(np.int64), ptr, flows.inc_link.astype(np.int64), residual, SATURATED_RTOL * cap, out)
+    return out
+
+
+def port_share_rates(flows: Flows, links: LinkIndex, order: list[int]) -> np.ndarray:
+    """CoflowSim DARK's rates (bytes/s): coflows in ``order`` each take, on the port capacity the
+    coflows before it left, min(free egress / its flows there, free ingress / its flows there) per
+    flow (:func:`raytestbed.network.waterfill.port_share_fill`); intra-server flows get intra_bps.
+    Flat clusters only (NIC ports, no rack links)."""
+    if links.n_racks:
+        raise ValueError("port_share rates need a cluster without racks")
+    from raytestbed.network.waterfill import port_share_fill  # compiled (numba)
+
+    rates = np.where(flows.src != flows.dst, 0.0, links.intra_bps)
+    cf_start = np.searchsorted(flows.cf, np.arange(flows.n_coflows + 1)).astype(np.int64)
+    free = links.capacity[:2 * links.n_servers].copy()
+    port_share_fill(np.asarray(order, dtype=np.int64), cf_start, flows.src.astype(np.int64),
+                    flows.dst.astype(np.int64), links.n_servers, free, rates)
     return rates

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 
-__all__ = ["o3_cct", "o3_rates"]
+__all__ = ["o3_cct", "o3_cct_arrays", "o3_rates"]
 
 Flow = tuple[Hashable, Hashable, float]  # (src server, dst server, bytes)
 
@@ -94,3 +94,19 @@ def o3_rates(
         else:
             rates.append(v / gamma)
     return gamma, rates
+
+
+def o3_cct_arrays(src, dst, nbytes, egress, ingress) -> float:
+    """:func:`o3_cct` of one coflow given as arrays: flows ``src[k] -> dst[k]`` of ``nbytes[k]``
+    bytes; ``egress``/``ingress``: per-server capacity arrays (bytes/s). Seconds (the per-server sums
+    are added in flow order, so the last digit may differ from :func:`o3_cct`'s exact sums)."""
+    import numpy as np
+
+    src, dst, v = np.asarray(src), np.asarray(dst), np.asarray(nbytes, dtype=float)
+    net = (src != dst) & (v > 0)
+    if not net.any():
+        return 0.0
+    n = len(egress)
+    sent = np.bincount(src[net], weights=v[net], minlength=n)
+    recv = np.bincount(dst[net], weights=v[net], minlength=n)
+    return float(max((sent / egress).max(), (recv / ingress).max()))

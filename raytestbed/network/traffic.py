@@ -55,6 +55,20 @@ class IterationTraffic:
     coflows: tuple[tuple[Flow, ...], ...]
     random_sizes: bool = False
     seed: tuple[int, ...] = ()
+    #: each coflow as (src, dst, bytes) arrays (the same flows as ``coflows``); built if not given
+    arrays: tuple = ()
+
+    def __post_init__(self) -> None:
+        if not self.arrays:
+            object.__setattr__(self, "arrays", tuple(_as_arrays(cf) for cf in self.coflows))
+
+    def coflow_arrays(self, cycle: int, idx: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """:meth:`coflow` as (src server, dst server, bytes) arrays (the same numbers)."""
+        src, dst, b = self.arrays[idx]
+        if not self.random_sizes or not b.size:
+            return src, dst, b
+        u = 1.0 - np.random.default_rng((*self.seed, cycle, idx)).random(b.size)  # in (0, 1]
+        return src, dst, b * u
 
     def coflow(self, cycle: int, idx: int) -> tuple[Flow, ...]:
         """The flows of coflow ``idx`` of iteration ``cycle`` (bytes drawn per coflow if random)."""
@@ -67,6 +81,29 @@ class IterationTraffic:
     @property
     def bytes(self) -> float:
         return sum(b for cf in self.coflows for _, _, b in cf)
+
+
+def _as_arrays(cf: tuple[Flow, ...]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    n = len(cf)
+    return (np.fromiter((f[0] for f in cf), dtype=np.int64, count=n),
+            np.fromiter((f[1] for f in cf), dtype=np.int64, count=n),
+            np.fromiter((f[2] for f in cf), dtype=float, count=n))
+
+
+def _merge_arrays(src: np.ndarray, dst: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_merge` on arrays: the same flows (sums in input order), sorted by (src, dst, bytes)."""
+    keep = b > 0
+    src, dst, b = src[keep], dst[keep], b[keep]
+    intra = src == dst
+    n = int(max(src.max(initial=0), dst.max(initial=0))) + 1
+    key = src[~intra] * n + dst[~intra]
+    pairs, inv = np.unique(key, return_inverse=True)
+    sums = np.bincount(inv, weights=b[~intra], minlength=pairs.size)
+    s = np.concatenate([src[intra], pairs // n])
+    d = np.concatenate([dst[intra], pairs % n])
+    v = np.concatenate([b[intra], sums])
+    order = np.lexsort((v, d, s))
+    return s[order], d[order], v[order]
 
 
 def _merge(flows: list[Flow]) -> tuple[Flow, ...]:
@@ -96,14 +133,20 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
     spec = job.traffic
     compute = None if spec is None else spec.compute_s
     if spec is not None and spec.coflows:
+        n_srv = cluster.num_servers
+        arrays = []
         for k, cf in enumerate(spec.coflows):
-            for s, d, _ in cf:
-                if not (0 <= s < cluster.num_servers and 0 <= d < cluster.num_servers):
-                    raise ValueError(f"job {job.job_id}: coflow {k} names server {max(s, d)}, "
-                                     f"the cluster has {cluster.num_servers}")
+            src, dst, b = _as_arrays(cf)
+            bad = (src < 0) | (src >= n_srv) | (dst < 0) | (dst >= n_srv)
+            if bad.any():
+                i = int(np.argmax(bad))
+                raise ValueError(f"job {job.job_id}: coflow {k} names server {max(int(src[i]), int(dst[i]))}, "
+                                 f"the cluster has {n_srv}")
+            arrays.append(_merge_arrays(src, dst, b))
         if compute is None:
             compute = max(st.profile.compute_s for st in job.stages)
-        return IterationTraffic(compute, tuple(_merge(list(cf)) for cf in spec.coflows))
+        coflows = tuple(tuple(zip(s.tolist(), d.tolist(), v.tolist())) for s, d, v in arrays)
+        return IterationTraffic(compute, coflows, arrays=tuple(arrays))
     if job.comm is CommPattern.PS:
         h = job.stages[0].profile.param_bytes
         share = h / job.num_ps

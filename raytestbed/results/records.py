@@ -6,6 +6,10 @@ Decision times are the wall seconds of every ``on_event`` call of every policy.
 ``predicted_iterations``: the iteration count the policy predicted when the job arrived
 (``Policy.predictions``, copied into the record by the backend), else the workload's
 ``Job.predicted_iterations``, else empty.
+``coflow_width``, ``coflow_longest_bytes``, ``varys_bin``: for a job with one explicit coflow (a
+coflow-trace job, e.g. ``fb_coflow``; its JCT is its coflow completion time, CCT) the coflow's
+number of flows, its largest flow (bytes) and its Varys bin: S(hort) if the largest flow is below
+5 MiB else L(ong), N(arrow) if it has at most 50 flows else W(ide); empty for other jobs.
 """
 
 from __future__ import annotations
@@ -22,8 +26,25 @@ JOB_COLUMNS = [
     "job_id", "status", "arrival_s", "first_start_s", "finish_s", "jct_s", "queue_s",
     "gpus", "servers", "iterations", "predicted_iterations", "iteration_time_s",
     "preemptions", "failures", "gpu_seconds", "model", "comm", "stages", "user", "group", "placement",
-    "lower_bound_s",
+    "lower_bound_s", "coflow_width", "coflow_longest_bytes", "varys_bin",
 ]
+
+#: Varys bins (Chowdhury et al., SIGCOMM 2014): short if the longest flow is below this (bytes; the
+#: trace's 5 MB read as MiB, as CoflowSim reads sizes), narrow if at most this many flows
+VARYS_SHORT_BYTES = 5 * 1048576.0
+VARYS_NARROW_FLOWS = 50
+
+
+def coflow_shape(job: Any) -> tuple[Any, Any, str]:
+    """(flows, largest flow bytes, Varys bin) of a job with exactly one explicit coflow, else ("", "", "")."""
+    t = getattr(job, "traffic", None)
+    cfs = getattr(t, "coflows", None) if t is not None else None
+    if not cfs or len(cfs) != 1 or not cfs[0]:
+        return "", "", ""
+    flows = cfs[0]
+    longest = max(b for _, _, b in flows)
+    return (len(flows), longest, ("S" if longest < VARYS_SHORT_BYTES else "L")
+            + ("N" if len(flows) <= VARYS_NARROW_FLOWS else "W"))
 
 SUMMARY_KEYS = [
     "policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished",
@@ -62,6 +83,7 @@ def job_rows(records: Iterable[Any]) -> list[dict[str, Any]]:
             "placement": r.placement,
             "lower_bound_s": getattr(r, "lower_bound_s", math.nan),
         })
+        rows[-1]["coflow_width"], rows[-1]["coflow_longest_bytes"], rows[-1]["varys_bin"] = coflow_shape(j)
     return rows
 
 

@@ -9,8 +9,11 @@ are observed at once. With eta > 0 the policy only looks at multiples of eta
 (a :class:`Tick`): a newly valid coflow gets rate 0 until the next tick, the
 bandwidth of a finished coflow stays unused until then.
 
-Subclasses implement :meth:`CoflowPolicy.compute_rates` on a
-:class:`~raytestbed.network.coflow_rates.Flows` table.
+Subclasses implement :meth:`CoflowPolicy.compute_rates` on the array interface: a
+:class:`~raytestbed.core.flows.Flows` table from ``view.flows()`` (bytes left, total bytes,
+flow-to-link incidence, each coflow's job and its bytes sent) in, one rate per flow out, sent as
+``SetFlowRates(FlowRates(flows, rates))``: the simulator applies the array as it is, other
+backends read it as a flow id -> rate mapping.
 
 Defaults of the work-conserving step (:data:`FILL_RESIDUAL_DEFAULT` here, Parrot's
 ``fill_order`` in :mod:`raytestbed.schedulers.parrot`) are the configuration that
@@ -23,6 +26,7 @@ from abc import abstractmethod
 
 import numpy as np
 
+from raytestbed.core.flows import FlowRates
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.network.coflow_rates import Flows, FlowTable, LinkIndex
@@ -68,10 +72,12 @@ class CoflowPolicy(Policy):
             return []
         if isinstance(event, CoflowStarted):
             self._dirty = True
-            info = view.coflows.get(event.coflow_id)
-            if info is None:
+            flows = self._read(view)
+            if event.coflow_id not in flows.coflow_ids:
                 return []
-            return [SetFlowRates({f.flow_id: 0.0 for f in info.flows})]  # wait for the next tick
+            c = flows.coflow_ids.index(event.coflow_id)
+            ids = flows.flow_ids
+            return [SetFlowRates({ids[k]: 0.0 for k in np.flatnonzero(flows.cf == c).tolist()})]  # wait for the next tick
         if isinstance(event, CoflowFinished):
             self._dirty = True
         elif isinstance(event, Tick) and self._dirty:
@@ -79,21 +85,25 @@ class CoflowPolicy(Policy):
             return self.decide(view)
         return []
 
+    def _read(self, view: ClusterView) -> Flows:
+        """The active flows: the backend's table (``view.flows()``), or with ``fast_path: false`` the
+        reference reader of ``view.coflows`` (the same table, element for element)."""
+        return view.flows() if self.fast_path else self._table.read(view)
+
     def decide(self, view: ClusterView) -> list[Decision]:
         """Rates for every flow of every active coflow (nothing if the active set did not change)."""
-        active = view.coflows
-        sig = (view.now, tuple(sorted((c, len(i.flows)) for c, i in active.items())))
-        if sig == self._last_sig or not active:
+        flows = self._read(view)
+        sig = (view.now, flows.signature())
+        if sig == self._last_sig or not flows.n_coflows:
             self._last_sig = sig
             return []
         self._last_sig = sig
-        flows = self._table.read(view)
         rates = self.compute_rates(flows, self._table.links(view.cluster), view)
-        return [SetFlowRates(dict(zip(flows.flow_ids, rates.tolist())))]
+        return [SetFlowRates(FlowRates(flows, rates))]
 
     def rates_for(self, view: ClusterView) -> tuple[Flows, np.ndarray]:
         """The flow table and the rates the policy would set now (for tests and benchmarks)."""
-        flows = self._table.read(view)
+        flows = self._read(view)
         return flows, self.compute_rates(flows, self._table.links(view.cluster), view)
 
     @abstractmethod

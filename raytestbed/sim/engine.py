@@ -12,7 +12,9 @@ running job progresses:
 * ``flow``: every iteration is a compute phase followed by the job's coflows
   (:mod:`raytestbed.network.traffic`); all flows share links through the weighted
   max-min allocator (:mod:`raytestbed.network.allocator`), so contention
-  *emerges*; a network policy may set weights or rates. ``iterations_per_coflow``
+  *emerges*; a network policy may set weights or rates. The active flows are
+  arrays (:mod:`raytestbed.sim.flownet`); network policies read them through
+  ``view.flows()`` and answer with rate arrays (:mod:`raytestbed.core.flows`). ``iterations_per_coflow``
   = q lumps q iterations into one cycle (q x compute, q x bytes) to bound the
   event count; q = 1 is exact. Each job's record also gets its *lower bound*
   (Parrot Thm 3 with the §7 compute extension): the sum over the coflows it ran
@@ -26,7 +28,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from itertools import chain
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,12 +38,11 @@ from raytestbed.core.eventcore import P_DONE, EventCore, RunResult
 from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
-from raytestbed.core.state import CoflowInfo, FlowInfo
 from raytestbed.core.timing import IterationModel, AsrptModel
 from raytestbed.errors import PolicyError
-from raytestbed.network.allocator import RateAllocator
-from raytestbed.network.o3 import o3_cct
+from raytestbed.network.o3 import o3_cct_arrays
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
+from raytestbed.sim.flownet import FlowNet
 from raytestbed.core.events import (
     CoflowFinished,
     CoflowStarted,
@@ -52,7 +52,6 @@ from raytestbed.core.events import (
     IterationMeasured,
 )
 
-_EPS_BYTES = 1e-6  # a flow with fewer bytes left is complete
 _EPS_TIME = 1e-12
 
 
@@ -72,8 +71,6 @@ class _Run:
     traffic: IterationTraffic | None = None
     cycle: int = 0
     coflow_idx: int = -1  # -1 = computing
-    #: flow id -> [bytes left, total bytes, done at or below (bytes), rate (bytes/s, = Simulator._rates or 0)]
-    flows: dict = field(default_factory=dict)
     cycle_start_s: float = 0.0
 
 
@@ -127,31 +124,17 @@ class Simulator(EventCore):
         self.q = int(iterations_per_coflow)
         self.until_s = until_s  #: stop the clock here (None: run until every job finished)
         self._runs: dict[int, _Run] = {}
-        # flow mode
-        self._alloc = RateAllocator(cluster.link_capacities()) if mode == "flow" else None
-        self._flow_owner: dict[tuple, int] = {}
-        if mode == "flow":
-            self.known_flow = self._flow_owner.__contains__
-        self._rates: dict[tuple, float] = {}
-        self._rate_override: dict[tuple, float] = {}
-        self._job_weight: dict[int, float] = {}
-        self._caps: dict | None = None  # link -> capacity, bytes/s
-        self._egress = {s.server_id: s.nic_egress_bps for s in cluster.servers}
-        self._ingress = {s.server_id: s.nic_ingress_bps for s in cluster.servers}
+        # flow mode: every active flow in arrays (sim/flownet.py)
+        self._net = FlowNet(cluster, jobs) if mode == "flow" else None
+        self._egress = np.array([s.nic_egress_bps for s in cluster.servers], dtype=float)
+        self._ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
         self._net_version = 0
         self._net_last = 0.0
-        self._flow_links: dict[tuple, tuple] = {}  # flow id -> links it crosses (cluster.path)
-        self._link_col = {link: k for k, link in enumerate(cluster.link_capacities())}  # link -> column
-        self._flow_cols: dict[tuple, tuple[int, ...]] = {}  # flow id -> columns of its links
-        self._flow_cell: dict[tuple, list] = {}  # flow id -> its _Run.flows entry
-        # Derived flow-mode state (see _reallocate).
-        self._rates_stale = True  # flows, weights or policy rates changed since self._rates was computed
-        self._override_checked = False  # the policy rates passed the capacity check; none set since
-        self._snap_clean = False  # no byte moved and no flow ended since the last snapshot
-        #: coflow id -> (flow ids, bytes left) of its flows at the last reallocation, not yet in state.coflows
-        self._coflow_snap: dict[tuple, tuple[list, list]] = {}
+        self._coflows_synced = None
         if mode == "flow":
+            self.known_flow = lambda fid: self._net.row_of(fid) is not None
             self.state.coflow_sync = self._sync_coflows
+            self.state.flow_arrays = self._flow_arrays
 
     # ------------------------------------------------------------------ run
     def run(self) -> SimResult:
@@ -192,8 +175,6 @@ class Simulator(EventCore):
         if self.mode == "analytic":
             for jid in list(self.state.running):
                 self._sync_analytic(jid)
-        else:
-            self._sync_coflows()
         return SimResult(
             records=[self.records[j] for j in sorted(self.records)],
             decision_times_s=np.asarray(self.decision_times, dtype=float),
@@ -207,25 +188,25 @@ class Simulator(EventCore):
         """Move the clock to ``t``, progressing flows in flow mode."""
         if t < self.state.now - 1e-9:
             raise RuntimeError(f"time went backwards: {t} < {self.state.now}")
-        if self._alloc is not None and self._rates:
-            dt = t - self._net_last
-            if dt > 0:
-                self._snap_clean = False
-                running = self.state.running
-                for jid, run in self._runs.items():
-                    if not run.flows:
-                        continue
-                    rj = running[jid]
-                    sent_total = rj.bytes_sent  # added up flow by flow, in flow order
-                    for fl in run.flows.values():
-                        r = fl[3]
-                        if r > 0:  # a flow at rate 0 sends nothing
-                            sent = min(fl[0], r * dt)
-                            fl[0] -= sent
-                            sent_total += sent
-                    rj.bytes_sent = sent_total
+        if self._net is not None:
+            self._net.advance(t - self._net_last)
         self._net_last = max(self._net_last, t)
         self.state.now = max(self.state.now, t)
+
+    def drain(self) -> None:
+        """Deliver the queued events (bytes sent brought up to date first, flow mode)."""
+        if self._net is not None and self._immediate:
+            self._sync_sent()
+        super().drain()
+
+    def _sync_sent(self) -> None:
+        """Copy the flows' bytes sent into the running jobs' ``bytes_sent`` (what policies read)."""
+        running = self.state.running
+        jid_of = self._net.jid_of_rank
+        for r, sent in self._net.take_sent():
+            rj = running.get(int(jid_of[r]))
+            if rj is not None:
+                rj.bytes_sent = sent
 
     # ------------------------------------------------------------- event-core hooks
     @property
@@ -233,35 +214,28 @@ class Simulator(EventCore):
         return self.mode == "flow"
 
     def slow_nic(self, server: int, factor: float) -> None:
-        caps = self.cluster.link_capacities()
-        for side in ("egress", "ingress"):
-            self._alloc.set_capacity((side, server), caps[(side, server)] / factor)
-        self._invalidate_rates()
+        self._net.set_nic_factor(server, factor)
         self._reallocate()  # no event follows: re-time the flows in flight now
 
     def after_event(self, event: Event) -> None:
-        if self._alloc is not None:
+        if self._net is not None:
             self._reallocate()
 
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
-        if self._alloc is None:
+        if self._net is None:
             raise PolicyError(f"{pol.name}: SetFlowWeights needs timing mode 'flow'")
-        self._invalidate_rates()
         for jid, w in weights.items():
-            self._job_weight[jid] = w
-            run = self._runs.get(jid)
-            if run is not None:
-                for fid in run.flows:
-                    if fid in self._alloc:
-                        self._alloc.set_weight(fid, w)
+            if jid in self._net.rank_of:
+                self._net.set_job_weight(jid, w)
+        self._net.stale = True
 
-    def set_rates(self, pol: Policy, rates: dict) -> None:
-        if self._alloc is None:
+    def set_rates(self, pol: Policy, rates) -> None:
+        if self._net is None:
             raise PolicyError(f"{pol.name}: SetFlowRates needs timing mode 'flow'")
-        self._invalidate_rates()
-        self._override_checked = False
-        for fid, r in rates.items():
-            self._rate_override[fid] = float(r)
+        try:
+            self._net.set_policy_rates(rates)
+        except PolicyError as e:
+            raise PolicyError(f"{pol.name}: {e}") from None
 
     def run_started(self, job: Job, placement: Placement) -> None:
         now = self.state.now
@@ -274,6 +248,7 @@ class Simulator(EventCore):
             else:
                 self._price(job.job_id)
         else:
+            self._net.start_job(job.job_id)
             run.traffic = iteration_traffic(job, placement, self.cluster)
             run.cycle_start_s = now
             self._begin_cycle(job.job_id)
@@ -356,26 +331,11 @@ class Simulator(EventCore):
         run.coflow_idx = idx
         q = min(self.q, max(1, math.ceil(self._remaining(jid))))
         cf_id = (jid, run.cycle, idx)
-        w = self._job_weight.get(jid, 1.0)
-        infos = []
-        total = 0.0
-        flows = traffic.coflow(run.cycle, idx)
-        intra = max((b * q / self.cluster.intra_bps for s, d, b in flows if s == d), default=0.0)
-        self._add_lower_bound(jid, max(intra, q * o3_cct(flows, self._egress, self._ingress)))
-        for n, (src, dst, b) in enumerate(flows):
-            fid = (jid, run.cycle, idx, n)
-            vol = b * q
-            run.flows[fid] = self._flow_cell[fid] = [vol, vol, max(_EPS_BYTES, 1e-12 * vol), 0.0]
-            total += vol
-            self._flow_owner[fid] = jid
-            links = self.cluster.path(src, dst)
-            self._flow_links[fid] = links
-            self._flow_cols[fid] = tuple(self._link_col[link] for link in links)
-            cap = self.cluster.intra_bps if not links else math.inf
-            self._alloc.add_flow(fid, links, weight=w, cap=cap)
-            infos.append(FlowInfo(fid, src, dst, vol, vol))
-        self.state.coflows[cf_id] = CoflowInfo(cf_id, jid, self.state.now, tuple(infos))
-        self._invalidate_rates()
+        src, dst, nbytes = traffic.coflow_arrays(run.cycle, idx)
+        same = src == dst
+        intra = float((nbytes[same] * q / self.cluster.intra_bps).max()) if same.any() else 0.0
+        self._add_lower_bound(jid, max(intra, q * o3_cct_arrays(src, dst, nbytes, self._egress, self._ingress)))
+        total = self._net.add_coflow(jid, cf_id, src, dst, nbytes * q, self.state.now)
         self.emit(CoflowStarted(self.state.now, jid, cf_id, total))
 
     def _end_cycle(self, jid: int) -> None:
@@ -397,167 +357,62 @@ class Simulator(EventCore):
             self._begin_cycle(jid)
 
     def _drop_flows(self, jid: int) -> None:
-        run = self._runs.get(jid)
-        if run is None:
-            return
-        for fid in run.flows:
-            self._forget_flow(fid)
-        run.flows.clear()
-        self._invalidate_rates()
-        for cf in [c for c in self.state.coflows if c[0] == jid]:
-            del self.state.coflows[cf]
-            self._coflow_snap.pop(cf, None)
-
-    def _forget_flow(self, fid: tuple) -> None:
-        """Remove flow ``fid`` from the allocator and every per-flow table (not from its run's ``flows``)."""
-        if fid in self._alloc:
-            self._alloc.remove_flow(fid)
-        for table in (self._flow_owner, self._flow_links, self._flow_cols, self._flow_cell, self._rates,
-                      self._rate_override):
-            table.pop(fid, None)
+        if jid in self._runs:
+            self._net.drop_job(jid)
 
     def _net_step(self) -> None:
-        """Complete every flow that has (numerically) no bytes left."""
-        done_coflows = []
-        removed = False
-        cell_of = self._flow_cell
-        for fid in list(self._rates):
-            fl = cell_of[fid]
-            if fl[0] <= fl[2]:  # max(_EPS_BYTES, 1e-12 * total)
-                jid = self._flow_owner[fid]
-                run = self._runs[jid]
-                self.state.running[jid].bytes_sent += fl[0]
-                fl[0] = 0.0
-                del run.flows[fid]
-                self._forget_flow(fid)
-                removed = True
-                if not run.flows:
-                    done_coflows.append(jid)
-        if removed:
-            self._invalidate_rates()
-            self._snap_clean = False
-        for jid in done_coflows:
+        """Complete every flow that has (numerically) no bytes left, then the coflows left without flows."""
+        net = self._net
+        emptied = net.complete()
+        running = self.state.running
+        jid_of = net.jid_of_rank
+        self._sync_sent()
+        for r in emptied:
+            jid = int(jid_of[r])
             run = self._runs[jid]
-            cf_id = (jid, run.cycle, run.coflow_idx)
-            self._sync_coflow(cf_id)
-            info = self.state.coflows.pop(cf_id)
-            rj = self.state.running[jid]
-            rj.coflows_done += 1
-            self.emit(CoflowFinished(self.state.now, jid, cf_id, sum(f.total_bytes for f in info.flows)))
+            cf_id, _, _, total = net.end_coflow(r)
+            running[jid].coflows_done += 1
+            self.emit(CoflowFinished(self.state.now, jid, cf_id, total))
             self._start_coflow(jid, run.coflow_idx + 1)
         self._reallocate()
 
     def _reallocate(self) -> None:
-        """Recompute flow rates (if their inputs changed) and schedule the next flow completion.
-
-        Rates depend only on the flows, their weights and the network policy's rates, so they are
-        recomputed only after one of these changed (``_rates_stale``); otherwise the last ones are
-        exactly what a recomputation would give. The remaining bytes of the active coflows are
-        snapshotted here (plain floats) and turned into ``CoflowInfo`` only when a policy reads
-        ``view.coflows`` (:meth:`_sync_coflows`): policies see the bytes of the last reallocation.
-        Cost per call: O(active flows) of dict and float operations, no object per flow.
-        """
-        alloc = self._alloc
-        if alloc is None:
+        """Recompute flow rates (only if their inputs changed, :meth:`FlowNet.reallocate`) and schedule
+        the next flow completion. Cost: O(active flows) of array operations plus one allocation over
+        the server pairs in use."""
+        net = self._net
+        if net is None:
             return
         self._net_version += 1
-        if len(alloc) == 0:
-            self._rates = {}
-            self._invalidate_rates()
+        if len(net) == 0:
+            net.stale = True
             return
-        runs = self._runs
-        if self._rates_stale:
-            if self._rate_override:
-                rates = self._rates_with_override()
-            else:
-                rates = alloc.rates()
-            self._rates = rates = dict(rates)
-            self._rates_stale = False
-            for run in runs.values():
-                for fid, fl in run.flows.items():
-                    fl[3] = rates.get(fid, 0.0)
-        if not self._snap_clean:
-            for cf_id, info in self.state.coflows.items():
-                flows = runs[info.job_id].flows
-                self._coflow_snap[cf_id] = (list(flows), [fl[0] for fl in flows.values()])
-            self._snap_clean = True
-        t_next = math.inf  # seconds until the first flow at a positive rate is done
-        for run in runs.values():
-            for fl in run.flows.values():
-                r = fl[3]
-                if r > 0:
-                    x = fl[0] / r
-                    if x < t_next:
-                        t_next = x
+        net.reallocate()
+        t_next = net.next_completion()
         if math.isfinite(t_next):
             self.push(self.state.now + max(t_next, _EPS_TIME), P_DONE, ("net", self._net_version))
 
-    def _invalidate_rates(self) -> None:
-        """The flows, weights or policy rates changed: recompute the rates at the next reallocation."""
-        self._rates_stale = True
-
     def _sync_coflows(self) -> None:
-        """Write the snapshotted remaining bytes into ``state.coflows`` (the view calls this)."""
-        while self._coflow_snap:
-            self._sync_coflow(next(iter(self._coflow_snap)))
+        """Bring ``state.coflows`` up to date with the flows' bytes left now (the view calls this)."""
+        infos = self._net.coflow_infos()
+        if infos is not self._coflows_synced:
+            self._coflows_synced = infos
+            self.state.coflows.clear()
+            self.state.coflows.update(infos)
 
-    def _sync_coflow(self, cf_id: tuple) -> None:
-        """Replace coflow ``cf_id``'s info by its flows still active at the last reallocation, with
-        their remaining bytes then (a no-op without a pending snapshot)."""
-        snap = self._coflow_snap.pop(cf_id, None)
-        if snap is None:
-            return
-        left = dict(zip(*snap))
-        info = self.state.coflows[cf_id]
-        self.state.coflows[cf_id] = CoflowInfo(
-            cf_id, info.job_id, info.started_s,
-            tuple(f if f.remaining_bytes == left[f.flow_id]  # a flow at rate 0 keeps its record
-                  else FlowInfo(f.flow_id, f.src, f.dst, f.total_bytes, left[f.flow_id])
-                  for f in info.flows if f.flow_id in left),
-        )
+    def _flow_arrays(self):
+        """The active flows as arrays (``view.flows()``), bytes left as of now."""
+        running = self.state.running
+        return self._net.table(_SentOf(running))
 
-    def _rates_with_override(self) -> dict:
-        """Policy-set rates for some flows; max-min on the residual capacity for the rest (bytes/s).
 
-        The load of the policy rates on every link is summed flow by flow in the policy's order
-        (``np.bincount`` adds sequentially). When every flow has a policy rate and the policy set
-        none since the last capacity check passed, the check is skipped: flows were only removed
-        since, and a sub-sequence of non-negative rates sums (in order, rounded) to no more than
-        the whole, so it would pass.
-        """
-        override = self._rate_override
-        if self._override_checked and len(override) == len(self._flow_owner):
-            return dict(override)  # every flow has a policy rate (they are a subset)
-        caps = self._caps
-        if caps is None:
-            caps = self._caps = self.cluster.link_capacities()
-        cap = np.fromiter(caps.values(), dtype=float, count=len(caps))
-        cols = [self._flow_cols[fid] for fid in override]
-        counts = np.fromiter(map(len, cols), dtype=np.intp, count=len(cols))
-        inc_col = np.fromiter(chain.from_iterable(cols), dtype=np.intp, count=int(counts.sum()))
-        inc_rate = np.repeat(np.fromiter(override.values(), dtype=float, count=len(cols)), counts)
-        used = np.bincount(inc_col, weights=inc_rate, minlength=cap.size)  # bytes/s per link
-        over = used - cap > 1e-9 * cap
-        if over.any():  # name the first link, in the policy's flow order, that a positive rate overloads
-            first = int(np.argmax(over[inc_col] & (inc_rate != 0)))
-            link = list(caps)[int(inc_col[first])]
-            raise PolicyError(f"network policy rates exceed capacity of link {link}")
-        self._override_checked = True
-        flow_links = self._flow_links
-        link_col = self._link_col
-        out = dict(self._rate_override)
-        rest = [(fid, jid) for fid, jid in self._flow_owner.items() if fid not in self._rate_override]
-        if not rest:
-            return out
-        tmp = RateAllocator()
-        added: set = set()
-        for fid, jid in rest:
-            links = flow_links[fid]
-            for link in links:
-                if link not in added:
-                    added.add(link)
-                    tmp.add_link(link, max(caps[link] - float(used[link_col[link]]), 1e-9 * caps[link]))
-            tmp.add_flow(fid, links, weight=self._job_weight.get(jid, 1.0),
-                         cap=self.cluster.intra_bps if not links else math.inf)
-        out.update(tmp.rates())
-        return out
+class _SentOf:
+    """job id -> bytes sent so far (``RunningJob.bytes_sent``)."""
+
+    __slots__ = ("_running",)
+
+    def __init__(self, running) -> None:
+        self._running = running
+
+    def __getitem__(self, jid: int) -> float:
+        return self._running[jid].bytes_sent

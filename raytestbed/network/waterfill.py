@@ -1,0 +1,216 @@
+"""The compiled kernel of the flow simulator's allocator (:func:`raytestbed.network.allocator.grouped_max_min_rates`).
+
+Kept apart so that numba is imported (and the kernel loaded from its cache, or compiled once) only
+when the flow simulator allocates.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from raytestbed.network.allocator import RTOL
+
+
+@numba.njit(cache=True)
+def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Progressive filling one link at a time (compiled): the level (bytes/s per unit weight) at
+    which every group freezes. Group g crosses the links ``group_links[g, :]`` (-1 = none, a link
+    listed twice counts once) with summed weight ``wsum[g]`` > 0; ``capacity`` (bytes/s) per link.
+
+    Each step takes the link with the lowest level lambda_l = R_l / W_l (R_l: capacity left by the
+    frozen groups, W_l: weight of the unfrozen groups on l, ties: lowest index), freezes its
+    unfrozen groups at lambda_l and takes their rates w_g lambda_l off their other links. A link
+    with at most RTOL of its capacity left has level 0. O(L^2 + G K) for L links."""
+    n_g, k = group_links.shape
+    n_l = capacity.size
+    residual = capacity.copy()
+    wl = np.zeros(n_l)
+    cnt = np.zeros(n_l, np.int64)
+    for g in range(n_g):
+        for j in range(k):
+            link = group_links[g, j]
+            if link < 0:
+                continue
+            dup = False
+            for i in range(j):
+                if group_links[g, i] == link:
+                    dup = True
+            if not dup:
+                wl[link] += wsum[g]
+                cnt[link] += 1
+    # link -> groups (CSR)
+    ptr = np.zeros(n_l + 1, np.int64)
+    for l in range(n_l):
+        ptr[l + 1] = ptr[l] + cnt[l]
+    fill = ptr[:-1].copy()
+    members = np.empty(ptr[n_l], np.int64)
+    for g in range(n_g):
+        for j in range(k):
+            link = group_links[g, j]
+            if link < 0:
+                continue
+            dup = False
+            for i in range(j):
+                if group_links[g, i] == link:
+                    dup = True
+            if not dup:
+                members[fill[link]] = g
+                fill[link] += 1
+    level = np.zeros(n_g)
+    frozen = np.zeros(n_g, np.bool_)
+    left = cnt.copy()
+    while True:
+        best = np.inf
+        bl = -1
+        for l in range(n_l):
+            if left[l] > 0:
+                r = residual[l]
+                lv = 0.0 if r <= RTOL * capacity[l] else r / wl[l]
+                if lv < best:
+                    best = lv
+                    bl = l
+        if bl < 0:
+            break
+        for m in range(ptr[bl], ptr[bl + 1]):
+            g = members[m]
+            if frozen[g]:
+                continue
+            frozen[g] = True
+            level[g] = best
+            w = wsum[g]
+            for j in range(k):
+                link = group_links[g, j]
+                if link < 0:
+                    continue
+                dup = False
+                for i in range(j):
+                    if group_links[g, i] == link:
+                        dup = True
+                if dup:
+                    continue
+                left[link] -= 1
+                if link != bl:
+                    residual[link] -= w * best
+                    wl[link] -= w
+        left[bl] = 0
+    return level
+
+
+
+@numba.njit(cache=True)
+def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, group_links: np.ndarray,
+               capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """Weighted max-min rates (bytes/s) of flows in groups (compiled): flow f is in group
+    ``group[f]`` (< 0: not allocated, rate 0) with weight ``rank_weight[rank[f]]``; the groups'
+    summed weights go through :func:`water_fill`."""
+    n_f = group.size
+    n_g = group_links.shape[0]
+    wsum = np.zeros(n_g)
+    for f in range(n_f):
+        g = group[f]
+        if g >= 0:
+            wsum[g] += rank_weight[rank[f]]
+    n_used = 0
+    for g in range(n_g):
+        if wsum[g] > 0:
+            n_used += 1
+    used = np.empty(n_used, np.int64)
+    k = 0
+    for g in range(n_g):
+        if wsum[g] > 0:
+            used[k] = g
+            k += 1
+    level_used = water_fill(group_links[used], wsum[used], capacity)
+    level = np.zeros(n_g)
+    for i in range(n_used):
+        level[used[i]] = level_used[i]
+    out = np.zeros(n_f)
+    for f in range(n_f):
+        g = group[f]
+        if g >= 0:
+            out[f] = rank_weight[rank[f]] * level[g]
+    return out
+
+
+@numba.njit(cache=True)
+def greedy_fill(cand: np.ndarray, ptr: np.ndarray, links: np.ndarray, residual: np.ndarray, tol: np.ndarray,
+                rates: np.ndarray) -> None:  # pragma: no cover - compiled
+    """In ``cand`` order, every flow adds the smallest residual of its links ``links[ptr[f]:ptr[f+1]]``
+    (bytes/s) to ``rates[f]`` unless one of them has at most ``tol`` left; updates ``residual``."""
+    for f in cand:
+        a, b = ptr[f], ptr[f + 1]
+        extra = np.inf
+        full = False
+        for m in range(a, b):
+            r = residual[links[m]]
+            if r <= tol[links[m]]:
+                full = True
+                break
+            if r < extra:
+                extra = r
+        if full:
+            continue
+        rates[f] += extra
+        for m in range(a, b):
+            residual[links[m]] -= extra
+
+
+@numba.njit(cache=True)
+def coflow_fill(order: np.ndarray, bounds: np.ndarray, cell_link: np.ndarray, cell_load: np.ndarray,
+                residual: np.ndarray, factor: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Greedy coflow filling (:func:`raytestbed.network.coflow_rates.priority_fill`): coflow c in
+    ``order`` gets factor f = min{1, min_l R_l / b_l} over its loaded cells
+    ``bounds[c]:bounds[c+1]`` (0 if a link is full) and takes b_l f off each link."""
+    for c in order:
+        a, b = bounds[c], bounds[c + 1]
+        if b <= a:
+            continue
+        f = 1.0
+        for m in range(a, b):
+            r = residual[cell_link[m]]
+            if r <= 0.0:
+                f = 0.0
+                break
+            q = r / cell_load[m]
+            if q < f:
+                f = q
+        if f > 0.0:
+            factor[c] = f
+            for m in range(a, b):
+                residual[cell_link[m]] -= cell_load[m] * f
+
+
+@numba.njit(cache=True)
+def port_share_fill(order: np.ndarray, cf_start: np.ndarray, src: np.ndarray, dst: np.ndarray, n: int,
+                    free: np.ndarray, rates: np.ndarray) -> None:  # pragma: no cover - compiled
+    """CoflowSim DARK's per-coflow allocation (compiled): coflows in ``order`` (rows of coflow c:
+    ``cf_start[c]:cf_start[c+1]``); on the capacity ``free`` (bytes/s; egress m -> m, ingress m ->
+    n + m) left by the coflows before it, each fabric flow gets the smaller of its source's and its
+    destination's equal share among this coflow's flows there, min(free_src / k_src, free_dst / k_dst)
+    (flows at a full port get 0); then the coflow's rates are taken off the ports."""
+    k_out = np.zeros(n, np.int64)
+    k_in = np.zeros(n, np.int64)
+    for c in order:
+        a, b = cf_start[c], cf_start[c + 1]
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s != d and free[n + d] > 0.0 and free[s] > 0.0:
+                k_out[s] += 1
+                k_in[d] += 1
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s == d or k_out[s] == 0 or k_in[d] == 0 or free[n + d] <= 0.0 or free[s] <= 0.0:
+                continue
+            r = min(free[s] / k_out[s], free[n + d] / k_in[d])
+            rates[i] = r
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s != d:
+                k_out[s] = 0
+                k_in[d] = 0
+        for i in range(a, b):
+            s, d = src[i], dst[i]
+            if s != d and rates[i] > 0.0:
+                free[s] -= rates[i]
+                free[n + d] -= rates[i]
