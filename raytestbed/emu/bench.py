@@ -77,7 +77,7 @@ def main(argv: list[str] | None = None) -> int:
         sl = run_trial(args.trial, args.policy, loaded, args.compute)
     finally:
         for p in procs:
-            p.terminate()
+            p.kill()
     diff = compare(quiet, loaded)
     eq, el = sq["emulation"], sl["emulation"]
     print(f"\nbench emu: {args.trial} policy {args.policy}, compute {eq['compute']}, "
