@@ -45,18 +45,21 @@ _CALIBRATED: dict[tuple, tuple[list[float], list[float]]] = {}
 class ComputeCharge:
     """Emulated seconds charged for a real forward or backward pass of one stage replica.
 
-    ``charge(kind, cpu_s)`` = ``cpu_s x factor``: with a fixed ``factor`` (emulated GPU seconds per
-    CPU second, set in the trial) as given; else the stage's profiled seconds of that pass over the
-    median CPU seconds of its last ``window`` passes on this worker (the calibration passes first), so
-    the charges follow the profile on average whatever the host's speed and load, and carry the
-    measured variation from pass to pass (docs/emulator.md, "Real compute").
+    With a fixed ``factor`` (emulated GPU seconds per CPU second, set in the trial): ``cpu_s x factor``.
+    Else the pass is charged its stage's profiled seconds times ``recent / typical``: ``recent`` is the
+    median CPU seconds of this worker's last ``smooth`` passes of that kind (a one-off spike of the
+    host — a context switch, a cold cache — is filtered out; a lasting change shows within
+    ``smooth // 2 + 1`` passes), ``typical`` the median of its last ``window`` passes (the
+    calibration passes first). So the charges follow the profile on average whatever the host's
+    speed and load (docs/emulator.md, "Real compute").
     """
 
     def __init__(self, profiled: dict[str, float], samples: dict[str, list[float]] | None = None,
-                 factor: float | None = None, window: int = 16) -> None:
+                 factor: float | None = None, window: int = 16, smooth: int = 3) -> None:
         self.profiled = profiled
         self.factor = factor
         self.window = window
+        self.smooth = smooth
         self.samples = {k: list(v)[-window:] for k, v in (samples or {}).items()}
 
     def charge(self, kind: str, cpu_s: float) -> float:
@@ -65,8 +68,9 @@ class ComputeCharge:
         xs = self.samples.setdefault(kind, [])
         xs.append(cpu_s)
         del xs[:-self.window]
-        med = statistics.median(xs)
-        return cpu_s * self.profiled[kind] / med if med > 0 else self.profiled[kind]
+        typical = statistics.median(xs)
+        recent = statistics.median(xs[-self.smooth:])
+        return self.profiled[kind] * recent / typical if typical > 0 else self.profiled[kind]
 
 
 class RealStage:
