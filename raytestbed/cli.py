@@ -6,6 +6,7 @@
     raytestbed compare TRIAL.yaml --policies A,B,C --backend sim|emu --out DIR [--seed N] [--force] [--inject ...]
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
+    raytestbed sweep SWEEP.yaml [--out DIR] [--address RAY_ADDRESS] [--workers N] [--serial] [--force]
     raytestbed policies
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
 
@@ -202,7 +203,26 @@ def _check_backend(backend: str) -> None:
             raise RaytestbedError(f"--backend {backend}: the emulator is not available: {missing}")
 
 
+def _cmd_sweep(args) -> int:
+    from raytestbed.experiments import load_sweep, run_sweep
+    from raytestbed.experiments.runner import print_failures
+
+    sweep = load_sweep(args.sweep)
+    out = Path(args.out) if args.out else Path("results") / "sweeps" / sweep.name
+    res = run_sweep(sweep, out, executor="serial" if args.serial else "ray", address=args.address,
+                    workers=args.workers, show_progress=not args.quiet, force=args.force)
+    print(f"sweep {sweep.name}: {len(res.ran)} cells run, {len(res.kept)} kept from before, {len(res.failed)} "
+          f"failed ({res.wall_s:.0f} s)")
+    print_failures(res)
+    print(f"results: {out}  (sweep.csv, aggregate.csv; report: {out / 'report.md'})")
+    return 1 if res.failed else 0
+
+
 def _cmd_bench(args) -> int:
+    if args.name == "sweep":
+        from raytestbed.experiments.bench import main as bench_sweep
+
+        return bench_sweep(args.args)
     from raytestbed.emu.bench import main as bench_fabric
 
     return bench_fabric(args.args)
@@ -264,10 +284,21 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--seed", type=int, default=0)
     pf.set_defaults(fn=_cmd_profile)
 
-    bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric)")
-    bn.add_argument("name", choices=["fabric"], help="which benchmark")
+    bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric; sweep: a sweep "
+                        "in one process vs on a 2-node Ray cluster)")
+    bn.add_argument("name", choices=["fabric", "sweep"], help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
+
+    sw = sub.add_parser("sweep", help="run trials x grid x policies x seeds as Ray tasks (resumable)")
+    sw.add_argument("sweep", help="sweep YAML file (see docs/sweeps.md)")
+    sw.add_argument("--out", help="sweep folder (default results/sweeps/NAME); re-running continues it")
+    sw.add_argument("--address", help="Ray cluster to run the cells on (default: a local Ray on all cores)")
+    sw.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
+    sw.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
+    sw.add_argument("--force", action="store_true", help="discard finished cells and run every cell again")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(fn=_cmd_sweep)
 
     pl = sub.add_parser("policies", help="list the available policies")
     pl.set_defaults(fn=_cmd_policies)

@@ -29,11 +29,12 @@ def _fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
-def _md_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
+def md_table(df: pd.DataFrame) -> str:
+    """A Markdown table of ``df`` (floats to 4 significant digits, None as -): the one table writer."""
+    cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(_fmt(v) for v in r) + " |")
     return "\n".join(lines)
 
 
@@ -120,7 +121,7 @@ def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int 
     table = pd.DataFrame([{k: summary.get(k) for k in SUMMARY_ROWS if k in summary}])
     text = f"""# Report: {summary.get('trial', '')} — {name}
 
-{_md_table(table)}
+{md_table(table)}
 
 Files: `jobs.csv` (per job), `events.jsonl`, `decisions.jsonl`, `gpu_intervals.csv`, `config.yaml`.
 Times in seconds. Decision-time percentiles cover every policy call; the histogram shows calls that
@@ -167,7 +168,7 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
                         "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
     text = f"""# Comparison
 
-{_md_table(df[cols])}
+{md_table(df[cols])}
 
 Lowest total JCT: **{best}**.
 
