@@ -40,7 +40,8 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 
 SHOWN = ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
-         "decision_time_p50_s", "decision_time_p99_s", "wall_s"]
+         "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s",
+         "wall_s"]
 
 
 def _load(args, command: str):
@@ -87,7 +88,7 @@ def _cmd_run(args) -> int:
     row = dict(summary)
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
-    print(_table([row], SHOWN))
+    print(_table([row], [c for c in SHOWN if c in row]))
     print(f"results: {out}  (report: {out / 'report.md'})")
     return 0
 

@@ -100,6 +100,9 @@ class TimingConfig(_Strict):
     model: Literal["asrpt", "sjfbco", "gadget"] = "asrpt"
     model_params: dict[str, float] = Field(default_factory=dict)
     iterations_per_coflow: PositiveInt = 1
+    until_s: PositiveFloat | None = Field(
+        None, description="simulator: stop the clock at this simulated time, seconds (GADGET's horizon T = slots x "
+        "slot_s); jobs still running then count as unfinished and keep their progress (summary total_utility)")
 
 
 class EmuConfig(_Strict):

@@ -41,7 +41,8 @@ from raytestbed.config import LoadedTrial, load_trial, parse_trial, read_yaml
 from raytestbed.errors import ConfigError
 
 DEFAULT_METRICS = ["total_jct_s", "avg_jct_s", "makespan_s"]
-OBJECTIVE_METRICS: list[str] = []
+#: each paper's objective, aggregated when the cells report it (raytestbed/results/objectives.py)
+OBJECTIVE_METRICS = ["total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb"]
 _SAFE = re.compile(r"[^A-Za-z0-9._=+-]+")
 
 

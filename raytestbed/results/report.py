@@ -19,8 +19,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "total_jct_s", "avg_jct_s",
-                "median_jct_s", "makespan_s", "gpu_utilisation", "decision_time_p50_s", "decision_time_p99_s",
-                "wall_s", "seed"]
+                "median_jct_s", "makespan_s", "gpu_utilisation", "total_utility", "avg_cct_s", "p95_cct_s",
+                "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
 
 
 def _fmt(v) -> str:
@@ -165,7 +165,7 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     best = df.loc[df["total_jct_s"].astype(float).idxmin(), "policy"]
     links = "\n".join(f"- [{p}]({p}/report.md)" for p in df["policy"].astype(str))
     cols = [c for c in ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
-                        "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
+                        "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
     text = f"""# Comparison
 
 {md_table(df[cols])}
