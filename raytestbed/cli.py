@@ -7,6 +7,7 @@
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
     raytestbed sweep SWEEP.yaml [--out DIR] [--address RAY_ADDRESS] [--workers N] [--serial] [--force]
+    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR]   # asrpt | sjfbco | gadget | parrot
     raytestbed policies
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
 
@@ -219,6 +220,16 @@ def _cmd_sweep(args) -> int:
     return 1 if res.failed else 0
 
 
+def _cmd_reproduce(args) -> int:
+    from raytestbed.experiments.reproduce import reproduce
+
+    out = Path(args.out) if args.out else Path("results") / "reproduce" / (args.paper + ("-quick" if args.quick else ""))
+    md = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
+                   address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet)
+    print(f"results: {out}  (paper beside ours: {md})")
+    return 0
+
+
 def _cmd_bench(args) -> int:
     if args.name == "sweep":
         from raytestbed.experiments.bench import main as bench_sweep
@@ -300,6 +311,18 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--force", action="store_true", help="discard finished cells and run every cell again")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(fn=_cmd_sweep)
+
+    rp = sub.add_parser("reproduce", help="run a paper's figures as sweeps, the paper's numbers beside ours")
+    rp.add_argument("paper", choices=["asrpt", "sjfbco", "gadget", "parrot"])
+    rp.add_argument("--fig", help="figures, e.g. 4 or fig5,fig6 (default: the paper's main figures)")
+    rp.add_argument("--quick", action="store_true", help="small sizes: a few minutes per paper")
+    rp.add_argument("--out", help="folder (default results/reproduce/PAPER[-quick]); re-running continues it")
+    rp.add_argument("--address", help="Ray cluster to run the cells on (default: a local Ray on all cores)")
+    rp.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
+    rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
+    rp.add_argument("--force", action="store_true", help="run every cell again")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.set_defaults(fn=_cmd_reproduce)
 
     pl = sub.add_parser("policies", help="list the available policies")
     pl.set_defaults(fn=_cmd_policies)

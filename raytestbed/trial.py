@@ -272,6 +272,9 @@ def run_into(
         meta["timing"] = "measured"
         meta["timing_model"] = "measured"
         meta["emulation"] = emu_info
+    run_stats = getattr(policy, "run_stats", None)
+    if callable(run_stats):
+        meta.update(run_stats())  # a policy's own statistics of the run (e.g. GADGET's embedded ratio)
     finished = {int(r["job_id"]) for r in rows if r["status"] == "finished"}
     meta.update(coflows.summary())  # coflows of a resumed run's earlier part are not in it
     meta.update(utility_summary(jobs, getattr(res, "iterations_done", None), finished))

@@ -122,7 +122,7 @@ class Sweep:
                     for axis, (value, overrides) in zip(self.grid, point):
                         values.append((axis.name, value))
                         for path, v in overrides.items():
-                            _set_path(data, path, v, pol, f"{self.where}: grid: {axis.name}")
+                            set_path(data, path, v, pol, f"{self.where}: grid: {axis.name}")
                     data["policy"] = pol.placement
                     data["network_policy"] = pol.network
                     pp = data.setdefault("policy_params", {})
@@ -211,13 +211,13 @@ def _own_policy(loaded: LoadedTrial) -> PolicySpec:
     return PolicySpec(pair, pair)
 
 
-def _set_path(data: dict, path: str, value: Any, pol: PolicySpec, where: str) -> None:
+def set_path(data: dict, path: str, value: Any, pol: PolicySpec | None, where: str) -> None:
     """Set ``data[a][b]...`` for the dotted ``path`` (``@placement``/``@network``: the cell's policies)."""
     parts = []
     for p in path.split("."):
-        if p == "@placement":
+        if p == "@placement" and pol is not None:
             p = pol.placement
-        elif p == "@network":
+        elif p == "@network" and pol is not None:
             if pol.network is None:
                 return  # a network-policy field for a line without a network policy: nothing to set
             p = pol.network
@@ -273,6 +273,17 @@ class SweepConfig(_Strict):
     metrics: list[str] = Field(default_factory=list)
     log_events: bool = True
     cell_reports: bool = False
+
+
+def trial_with(path: str | Path, overrides: dict[str, Any] | None = None, name: str | None = None) -> LoadedTrial:
+    """The trial file at ``path`` with dotted-path ``overrides`` applied (and renamed), validated."""
+    loaded = load_trial(path)
+    data = loaded.resolved()
+    for k, v in (overrides or {}).items():
+        set_path(data, k, v, None, f"{path}: {k}")
+    if name:
+        data["name"] = name
+    return parse_trial(data, f"{path} (with {', '.join(overrides or {}) or 'no changes'})", loaded.path)
 
 
 def load_sweep(path: str | Path) -> Sweep:

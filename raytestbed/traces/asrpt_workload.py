@@ -59,6 +59,7 @@ from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.timing import Mapper, asrpt_alpha_min_tilde, contiguous_mapper
 from raytestbed.errors import ConfigError, TraceError
 from raytestbed.placement.planner import PipelineConfig, plan_configs, planning_bandwidth
+from raytestbed.units import gbps_to_bytes_per_s
 from raytestbed.traces.jobs import build_job
 from raytestbed.traces.registry import WorkloadContext
 
@@ -101,6 +102,10 @@ class AsrptTraceParams(BaseModel):
     history_jobs: NonNegativeInt = Field(
         0, description="trace rows just before the job set whose (group, user, iterations) train the "
         "policies' predictors before the first arrival (0: cold start)")
+    plan_nic_gbps: PositiveFloat | None = Field(
+        None, description="plan the jobs (configurations, alpha~min, iteration counts) as on this NIC bandwidth, "
+        "Gbit/s, instead of the cluster's: A-SRPT's Fig. 8 builds its jobs once on the 10 Gbps cluster and varies "
+        "only the NIC they run on")
 
     @model_validator(mode="after")
     def _one_arrival_scaling(self) -> "AsrptTraceParams":
@@ -210,6 +215,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
     cluster = ctx.cluster
     total = cluster.total_gpus
     g = cluster.gpus_per_server
+    nic_bps = cluster.nic_bps if p.plan_nic_gbps is None else gbps_to_bytes_per_s(p.plan_nic_gbps)
     rows = list(rows)
     arrival_scale = p.arrival_scale
     if p.offered_load is not None:  # step 5: from all rows read, before any is dropped or selected
@@ -242,7 +248,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         if key not in choice:
             model = p.models[int(rng.integers(len(p.models)))]
             prof = ctx.profiles[model]
-            bw = planning_bandwidth(r.gpus, g, cluster.nic_bps, cluster.intra_bps)
+            bw = planning_bandwidth(r.gpus, g, nic_bps, cluster.intra_bps)
             try:
                 cfgs = plan_configs(prof, r.gpus, bw, max_stages=p.max_stages)[: p.configs_per_model]
             except ValueError as e:
@@ -256,7 +262,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         akey = (model, cfg.boundaries, cfg.replicas)
         alpha = alpha_cache.get(akey)
         if alpha is None:
-            alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps, mapper)
+            alpha = asrpt_alpha_min_tilde(job, g, nic_bps, cluster.intra_bps, mapper)
             alpha_cache[akey] = alpha
         job.iterations = max(1, round(r.duration_s / alpha * p.iteration_scale))
         job.extra["trace_row"] = r.where

@@ -1,0 +1,82 @@
+"""The four papers' figures as sweep definitions (``raytestbed reproduce PAPER [--fig N] [--quick]``).
+
+Each paper module defines :class:`Figure` objects: a function that builds the figure's
+:class:`~raytestbed.experiments.spec.Sweep` (full size, or ``quick``: a few minutes) from the
+trial files in ``workloads/trials/``, the paper's claim as a sentence, and a function that
+turns the figure's ``sweep.csv`` into our numbers beside the paper's (Markdown lines). A figure
+that is not a simulation (e.g. a solver's approximation ratio) provides ``run`` instead of a sweep.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from raytestbed.config import REPO_ROOT
+from raytestbed.experiments.spec import Sweep
+
+TRIALS = REPO_ROOT / "workloads" / "trials"
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure (or table) of a paper.
+
+    ``sweep(quick)``: the figure's sweep; ``ours(table, folder)``: Markdown lines with our
+    numbers, from the figure's ``sweep.csv`` (``table``) and sweep folder. ``run(folder, quick)``
+    replaces both for a figure that is not a simulation sweep (it writes its own files and returns
+    the Markdown lines).
+    """
+
+    paper: str
+    id: str
+    title: str
+    claim: str
+    sweep: Callable[[bool], Sweep] | None = None
+    ours: Callable[[pd.DataFrame, Path], list[str]] | None = None
+    run: Callable[[Path, bool], list[str]] | None = None
+    default: bool = True  #: run by ``raytestbed reproduce PAPER`` without ``--fig``
+    quick_note: str = ""  #: what ``--quick`` leaves out or shrinks
+    extra: dict = field(default_factory=dict)
+
+
+def papers() -> dict[str, list[Figure]]:
+    """Paper id -> its figures, in the paper's order."""
+    from raytestbed.experiments.papers import asrpt, gadget, parrot, sjfbco
+
+    return {"asrpt": asrpt.FIGURES, "sjfbco": sjfbco.FIGURES, "gadget": gadget.FIGURES, "parrot": parrot.FIGURES}
+
+
+def md_table(df: pd.DataFrame) -> str:
+    """The project's one Markdown table writer (:func:`raytestbed.results.report.md_table`)."""
+    from raytestbed.results.report import md_table as _md
+
+    return _md(df)
+
+
+def shape(values: list[float], tol: float = 1e-6) -> str:
+    """Sequence of moves (drop / rise) of a curve, flat steps merged."""
+    moves: list[str] = []
+    for a, b in zip(values, values[1:]):
+        if b < a - tol:
+            m = "drop"
+        elif b > a + tol:
+            m = "rise"
+        else:
+            continue
+        if not moves or moves[-1] != m:
+            moves.append(m)
+    return ", ".join(moves) if moves else "flat"
+
+
+def cell_jobs(folder: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """Every cell's ``jobs.csv`` rows with a ``cell`` column (``folder``: the sweep folder; merge on ``cell``)."""
+    frames = []
+    for cell in table["cell"]:
+        j = pd.read_csv(folder / "cells" / cell / "jobs.csv")
+        j["cell"] = cell
+        frames.append(j)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

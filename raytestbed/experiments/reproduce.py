@@ -1,0 +1,77 @@
+"""``raytestbed reproduce PAPER [--fig N] [--quick]``: a paper's figures through the sweep path.
+
+Each figure of :mod:`raytestbed.experiments.papers` runs as a sweep into ``OUT/<fig>/`` (cells,
+``sweep.csv``, mean and 95 % CI, plots, ``report.md``; resumable: re-running continues), then
+``OUT/reproduction.md`` puts the paper's claim and our numbers side by side, figure by figure.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from raytestbed.errors import RaytestbedError
+from raytestbed.experiments.papers import Figure, papers
+from raytestbed.experiments.runner import print_failures, run_sweep
+
+
+def select(paper: str, figs: str | None) -> list[Figure]:
+    """The figures of ``paper`` named in ``figs`` ("4", "fig4", "4,5"; None: the paper's default set)."""
+    known = papers()
+    if paper not in known:
+        raise RaytestbedError(f"reproduce: unknown paper {paper!r} (known: {', '.join(known)})")
+    allf = known[paper]
+    if not figs:
+        return [f for f in allf if f.default]
+    ids = {f.id: f for f in allf}
+    out = []
+    for x in figs.split(","):
+        x = x.strip().lower()
+        key = x if x in ids else f"fig{x}"
+        if key not in ids:
+            raise RaytestbedError(f"--fig {x}: {paper} has {', '.join(ids)}")
+        out.append(ids[key])
+    return out
+
+
+def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor: str = "ray",
+              address: str | None = None, workers: int | None = None, force: bool = False,
+              show_progress: bool = True) -> Path:
+    """Run the figures and write ``out/reproduction.md``; returns its path."""
+    chosen = select(paper, figs)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    sections: dict[str, list[str]] = {}
+    failed = 0
+    for fig in chosen:
+        folder = out / fig.id
+        t1 = time.perf_counter()
+        if fig.run is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            ours = fig.run(folder, quick)
+        else:
+            res = run_sweep(fig.sweep(quick), folder, executor=executor, address=address, workers=workers,
+                            show_progress=show_progress, force=force)
+            print_failures(res)
+            failed += len(res.failed)
+            ours = fig.ours(res.table, folder) if res.table is not None and len(res.table) else ["(no cell finished)"]
+        sections[fig.id] = [f"## {fig.id}: {fig.title}", "", f"Paper: {fig.claim}", "", *ours,
+                            f"Sweep folder: `{fig.id}/` (report: [{fig.id}/report.md]({fig.id}/report.md)); "
+                            f"{time.perf_counter() - t1:.0f} s.", ""]
+        _write(out, paper, quick, chosen, sections)
+    print(f"reproduce {paper}: {len(chosen)} figure(s) in {time.perf_counter() - t0:.0f} s"
+          + (f"; {failed} cell(s) failed" if failed else ""))
+    return out / "reproduction.md"
+
+
+def _write(out: Path, paper: str, quick: bool, chosen: list[Figure], sections: dict[str, list[str]]) -> None:
+    mode = "--quick" if quick else "full size"
+    notes = [f"- {f.id}: {f.quick_note}" for f in chosen if quick and f.quick_note]
+    lines = [f"# {paper}: reproduction ({mode})", "",
+             f"Command: `raytestbed reproduce {paper} --fig {','.join(f.id for f in chosen)}"
+             f"{' --quick' if quick else ''}`.", ""]
+    if notes:
+        lines += ["`--quick` shrinks the figures:", *notes, ""]
+    for f in chosen:
+        lines += sections.get(f.id, [])
+    (out / "reproduction.md").write_text("\n".join(lines), encoding="utf-8")
