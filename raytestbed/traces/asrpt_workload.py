@@ -49,7 +49,7 @@ All jobs use the ``pipeline`` pattern (one stage = data parallel). Times are sec
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
@@ -102,6 +102,12 @@ class AsrptTraceParams(BaseModel):
     history_jobs: NonNegativeInt = Field(
         0, description="trace rows just before the job set whose (group, user, iterations) train the "
         "policies' predictors before the first arrival (0: cold start)")
+    history_mode: Literal["before", "joint"] = Field(
+        "before", description="before: the history is the history_jobs rows just before the job set, built after "
+        "it (step 6); joint: one run of history_jobs + jobs consecutive rows at a start drawn by its own seeded "
+        "generator over all rows read, built in one pass (single-GPU re-sharing and group choices over the whole "
+        "run), the first history_jobs being the history: the sampling of the A-SRPT simulation study's "
+        "reproduction (raytestbed/experiments/papers/asrpt.py)")
     plan_nic_gbps: PositiveFloat | None = Field(
         None, description="plan the jobs (configurations, alpha~min, iteration counts) as on this NIC bandwidth, "
         "Gbit/s, instead of the cluster's: A-SRPT's Fig. 8 builds its jobs once on the 10 Gbps cluster and varies "
@@ -223,6 +229,8 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         if busy <= 0:
             raise ConfigError(f"{where}.offered_load: the trace keeps no GPU busy (zero run times)")
         arrival_scale = busy / (total * p.offered_load)
+    if p.history_mode == "joint" and p.history_jobs:
+        return _build_joint(rows, p, ctx, arrival_scale)
     if p.oversize == "drop":
         rows = [r for r in rows if r.gpus <= total]
     else:
@@ -275,6 +283,31 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
     jobs.predictor_history = [(r.group, r.user, make(-1, r).iterations) for r in hist_rows]
     jobs.arrival_scale = arrival_scale
     return jobs
+
+
+def _build_joint(rows: list[TraceRow], p: AsrptTraceParams, ctx: WorkloadContext,
+                 arrival_scale: float) -> "TraceJobs":
+    """``history_mode: joint``: H + N consecutive rows built in one pass; the first H are the history.
+
+    The start is drawn over all rows read by ``default_rng(seed)`` (before over-sized rows are
+    dropped), the run is built as a workload of H + N jobs from that start, and the job set's
+    arrivals are shifted so its first job arrives at 0.
+    """
+    h, n = int(p.history_jobs), p.jobs
+    if n is None:
+        raise ConfigError(f"{ctx.where}.history_mode: joint needs jobs")
+    if h + n > len(rows):
+        raise ConfigError(f"{ctx.where}.jobs: {n} jobs + {h} history jobs asked, the trace has {len(rows)} rows")
+    start = p.start
+    if start == "random":
+        start = int(np.random.default_rng(ctx.seed).integers(0, len(rows) - (h + n) + 1))
+    run = p.model_copy(update={"jobs": h + n, "start": start, "history_jobs": 0, "history_mode": "before",
+                               "offered_load": None, "arrival_scale": arrival_scale})
+    built = build_asrpt_jobs(rows, run, ctx)
+    hist, body = list(built[:h]), list(built[h:])
+    t0 = body[0].arrival_s
+    jobs = [replace(j, job_id=i, arrival_s=j.arrival_s - t0, extra=dict(j.extra)) for i, j in enumerate(body)]
+    return TraceJobs(jobs, [(j.group, j.user, j.iterations) for j in hist], arrival_scale)
 
 
 def parse_number(raw: str | None, where: str, col: str, kind=float, allow_negative: bool = False):

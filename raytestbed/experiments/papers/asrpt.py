@@ -3,9 +3,9 @@
 Cluster: ``cluster_configs/asrpt_sim_250x8.yaml`` (250 x 8 GPUs, 10 Gbps NIC, 300 GB/s NVLink).
 Jobs: the AAIC trace (all five files, 459,545 jobs) built as the paper builds its workload
 (docs/asrpt_workloads.md) — the trial ``workloads/trials/asrpt_aaic_paper.yaml``. Each point
-samples a run of consecutive jobs at a seeded random start; the ``history_jobs`` jobs just
-before it train the predictors before the run (the paper trains on the earlier 80 % of its
-trace) and every policy refits online every max(50, jobs / 10) completions. Load: arrivals
+samples a run of history + set consecutive jobs at a seeded random start, built in one pass
+(``history_mode: joint``); the ``history_jobs`` first ones train the predictors before the run
+(the paper trains on the earlier 80 % of its trace) and every policy refits online every max(50, jobs / 10) completions. Load: arrivals
 are compressed so that the trace's average busy GPUs offer 1.0 x the cluster's GPUs
 (``offered_load``).
 
@@ -59,7 +59,7 @@ def _retrain(n: int) -> int:
 
 
 def _trial(quick: bool, n: int, **workload):
-    over = {"workload.jobs": n, "workload.history_jobs": _sizes(quick)["history"]}
+    over = {"workload.jobs": n, "workload.history_jobs": _sizes(quick)["history"], "workload.history_mode": "joint"}
     over.update({f"workload.{k}": v for k, v in workload.items()})
     over.update({f"policy_params.{p}.retrain_every": _retrain(n) for p in POLICIES})
     return trial_with(TRIAL, over, name="asrpt_aaic")
