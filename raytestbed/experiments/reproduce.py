@@ -55,9 +55,10 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
             print_failures(res)
             failed += len(res.failed)
             ours = fig.ours(res.table, folder) if res.table is not None and len(res.table) else ["(no cell finished)"]
+        where = (f"Files: `{fig.id}/`" if fig.run is not None else
+                 f"Sweep folder: `{fig.id}/` (report: [{fig.id}/report.md]({fig.id}/report.md))")
         sections[fig.id] = [f"## {fig.id}: {fig.title}", "", f"Paper: {fig.claim}", "", *ours,
-                            f"Sweep folder: `{fig.id}/` (report: [{fig.id}/report.md]({fig.id}/report.md)); "
-                            f"{time.perf_counter() - t1:.0f} s.", ""]
+                            f"{where}; {time.perf_counter() - t1:.0f} s.", ""]
         _write(out, paper, quick, chosen, sections)
     print(f"reproduce {paper}: {len(chosen)} figure(s) in {time.perf_counter() - t0:.0f} s"
           + (f"; {failed} cell(s) failed" if failed else ""))

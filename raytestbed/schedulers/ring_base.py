@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView
@@ -191,9 +193,9 @@ class SlottedRingPolicy(Policy):
                 if s.get("candidates")]
         out: dict[str, Any] = {}
         if act:
-            out["embedded_ratio"] = sum(act) / len(act)
+            out["embedded_ratio"] = float(np.mean(act))
         if cand:
-            out["embedded_of_candidates"] = sum(cand) / len(cand)
+            out["embedded_of_candidates"] = float(np.mean(cand))
         return out
 
     def on_arrival(self, job: Job, view: ClusterView) -> None:
