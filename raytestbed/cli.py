@@ -224,9 +224,16 @@ def _cmd_reproduce(args) -> int:
     from raytestbed.experiments.reproduce import reproduce
 
     out = Path(args.out) if args.out else Path("results") / "reproduce" / (args.paper + ("-quick" if args.quick else ""))
+    from raytestbed.config import REPO_ROOT
+
+    results_md = None if args.no_results_md else (Path(args.results_md) if args.results_md else
+                                                  REPO_ROOT / "docs" / "results.md")
+    if results_md is not None and not results_md.parent.is_dir():
+        raise RaytestbedError(f"--results-md {results_md}: no such folder")
     md = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
-                   address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet)
-    print(f"results: {out}  (paper beside ours: {md})")
+                   address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
+                   results_md=results_md)
+    print(f"results: {out}  (paper beside ours: {md}" + (f"; claims in {results_md}" if results_md else "") + ")")
     return 0
 
 
@@ -322,6 +329,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     rp.add_argument("--force", action="store_true", help="run every cell again")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.add_argument("--results-md", help="results page whose section of PAPER gets the claims (default: "
+                    "docs/results.md of the project)")
+    rp.add_argument("--no-results-md", action="store_true", help="do not touch the results page")
     rp.set_defaults(fn=_cmd_reproduce)
 
     pl = sub.add_parser("policies", help="list the available policies")

@@ -77,3 +77,19 @@ def test_unknown_figure_is_a_one_line_error(tmp_path, capsys):
     assert main(["reproduce", "sjfbco", "--fig", "9", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "--fig 9" in err and "fig4" in err
+
+
+def test_results_page_rows_are_replaced_per_figure_and_other_sections_kept(tmp_path):
+    from raytestbed.experiments.results_doc import update, verdict_counts
+
+    page = tmp_path / "results.md"
+    row = lambda f, v: {"figure": f, "claim": f"claim of {f}", "ours": "1 | 2", "verdict": v}  # noqa: E731
+    update(page, "parrot", "quick", [row("fig5", "reproduced"), row("fig9", "partly: x")], ["fig5", "fig9"])
+    update(page, "sjfbco", "full", [row("fig4", "not reproduced: y")], ["fig4"])
+    update(page, "parrot", "full", [row("fig9", "reproduced")], ["fig9"])
+    text = page.read_text()
+    assert text.index("results:sjfbco") < text.index("results:parrot")  # the papers' order
+    assert "| fig5 | claim of fig5 | 1 / 2 | reproduced | quick |" in text  # kept, '|' escaped
+    assert "| fig9 | claim of fig9 | 1 / 2 | reproduced | full |" in text and "partly: x" not in text
+    assert verdict_counts(page)["parrot"] == {"reproduced": 2, "partly": 0, "not reproduced": 0}
+    assert verdict_counts(page)["sjfbco"]["not reproduced"] == 1

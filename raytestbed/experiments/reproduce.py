@@ -10,8 +10,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pandas as pd
+
 from raytestbed.errors import RaytestbedError
-from raytestbed.experiments.papers import Figure, papers
+from raytestbed.experiments.papers import Figure, md_table, papers
 from raytestbed.experiments.runner import print_failures, run_sweep
 
 
@@ -36,16 +38,22 @@ def select(paper: str, figs: str | None) -> list[Figure]:
 
 def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor: str = "ray",
               address: str | None = None, workers: int | None = None, force: bool = False,
-              show_progress: bool = True) -> Path:
-    """Run the figures and write ``out/reproduction.md``; returns its path."""
+              show_progress: bool = True, results_md: Path | None = None) -> Path:
+    """Run the figures and write ``out/reproduction.md`` and ``out/claims.csv``; returns the first's path.
+
+    ``results_md``: a results page (``docs/results.md``) whose section of this paper gets the
+    claims of the figures run (:mod:`raytestbed.experiments.results_doc`).
+    """
     chosen = select(paper, figs)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     sections: dict[str, list[str]] = {}
+    claims: list[dict[str, str]] = []
     failed = 0
     for fig in chosen:
         folder = out / fig.id
         t1 = time.perf_counter()
+        res = None
         if fig.run is not None:
             folder.mkdir(parents=True, exist_ok=True)
             ours = fig.run(folder, quick)
@@ -55,17 +63,30 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
             print_failures(res)
             failed += len(res.failed)
             ours = fig.ours(res.table, folder) if res.table is not None and len(res.table) else ["(no cell finished)"]
+        table = res.table if fig.run is None else None
+        for c in fig.claims:
+            try:
+                got, verdict = c.check(table, folder)
+            except Exception as e:  # noqa: BLE001 - a claim we cannot evaluate (e.g. cells failed)
+                got, verdict = "-", f"not evaluated: {type(e).__name__}: {e}"
+            claims.append({"figure": fig.id, "claim": c.text, "ours": got, "verdict": verdict})
         where = (f"Files: `{fig.id}/`" if fig.run is not None else
                  f"Sweep folder: `{fig.id}/` (report: [{fig.id}/report.md]({fig.id}/report.md))")
         sections[fig.id] = [f"## {fig.id}: {fig.title}", "", f"Paper: {fig.claim}", "", *ours,
                             f"{where}; {time.perf_counter() - t1:.0f} s.", ""]
-        _write(out, paper, quick, chosen, sections)
+        _write(out, paper, quick, chosen, sections, claims)
+    pd.DataFrame(claims, columns=["figure", "claim", "ours", "verdict"]).to_csv(out / "claims.csv", index=False)
+    if results_md is not None:
+        from raytestbed.experiments.results_doc import update
+
+        update(results_md, paper, "quick" if quick else "full", claims, [f.id for f in chosen])
     print(f"reproduce {paper}: {len(chosen)} figure(s) in {time.perf_counter() - t0:.0f} s"
           + (f"; {failed} cell(s) failed" if failed else ""))
     return out / "reproduction.md"
 
 
-def _write(out: Path, paper: str, quick: bool, chosen: list[Figure], sections: dict[str, list[str]]) -> None:
+def _write(out: Path, paper: str, quick: bool, chosen: list[Figure], sections: dict[str, list[str]],
+           claims: list[dict[str, str]]) -> None:
     mode = "--quick" if quick else "full size"
     notes = [f"- {f.id}: {f.quick_note}" for f in chosen if quick and f.quick_note]
     lines = [f"# {paper}: reproduction ({mode})", "",
@@ -73,6 +94,8 @@ def _write(out: Path, paper: str, quick: bool, chosen: list[Figure], sections: d
              f"{' --quick' if quick else ''}`.", ""]
     if notes:
         lines += ["`--quick` shrinks the figures:", *notes, ""]
+    if claims:
+        lines += ["## Claims", "", md_table(pd.DataFrame(claims)), ""]
     for f in chosen:
         lines += sections.get(f.id, [])
     (out / "reproduction.md").write_text("\n".join(lines), encoding="utf-8")

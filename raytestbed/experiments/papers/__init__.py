@@ -10,7 +10,7 @@ that is not a simulation (e.g. a solver's approximation ratio) provides ``run`` 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -19,6 +19,18 @@ from raytestbed.config import REPO_ROOT
 from raytestbed.experiments.spec import Sweep
 
 TRIALS = REPO_ROOT / "workloads" / "trials"
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper's figure and how to check ours against it.
+
+    ``check(table, folder) -> (ours, verdict)``: our number(s) as a short text, and the verdict
+    (``reproduced``, ``partly: why`` or ``not reproduced: why``) from the figure's ``sweep.csv``.
+    """
+
+    text: str
+    check: Callable[[pd.DataFrame, Path], tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -40,7 +52,7 @@ class Figure:
     run: Callable[[Path, bool], list[str]] | None = None
     default: bool = True  #: run by ``raytestbed reproduce PAPER`` without ``--fig``
     quick_note: str = ""  #: what ``--quick`` leaves out or shrinks
-    extra: dict = field(default_factory=dict)
+    claims: tuple[Claim, ...] = ()
 
 
 def papers() -> dict[str, list[Figure]]:
@@ -48,6 +60,10 @@ def papers() -> dict[str, list[Figure]]:
     from raytestbed.experiments.papers import asrpt, gadget, parrot, sjfbco
 
     return {"asrpt": asrpt.FIGURES, "sjfbco": sjfbco.FIGURES, "gadget": gadget.FIGURES, "parrot": parrot.FIGURES}
+
+
+def pct(x: float) -> str:
+    return f"{x:.1f} %"
 
 
 def md_table(df: pd.DataFrame) -> str:
