@@ -4,7 +4,11 @@ and the papers' figures as sweep definitions (``raytestbed sweep``, ``raytestbed
 * :mod:`~raytestbed.experiments.spec`: the sweep file and its cells;
 * :mod:`~raytestbed.experiments.cell`: one cell through :func:`raytestbed.trial.run_into`;
 * :mod:`~raytestbed.experiments.runner`: Ray / serial execution, resume, progress;
-* :mod:`~raytestbed.experiments.tables`: ``sweep.csv``, mean and 95 % CI, plots, report.
+* :mod:`~raytestbed.experiments.tables`: ``sweep.csv``, mean and 95 % CI, plots, report;
+* :mod:`~raytestbed.experiments.papers`: each paper's figures as sweeps, with their claims;
+* :mod:`~raytestbed.experiments.reproduce`: ``raytestbed reproduce PAPER`` over those figures;
+* :mod:`~raytestbed.experiments.results_doc`: the claims page ``docs/results.md``;
+* :mod:`~raytestbed.experiments.bench`: one process vs a 2-node Ray cluster (``raytestbed bench sweep``).
 """
 
 from raytestbed.experiments.runner import SweepRun, run_sweep
