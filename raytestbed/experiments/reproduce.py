@@ -46,6 +46,23 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
     """
     chosen = select(paper, figs)
     out.mkdir(parents=True, exist_ok=True)
+    session = None
+    if executor == "ray":  # one Ray for every figure: its workers keep their parsed traces between figures
+        import os
+
+        from raytestbed.emu.raysession import RaySession
+
+        session = RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
+                                  object_store_memory=None if address else 256 << 20)
+    try:
+        return _reproduce(paper, chosen, quick, out, executor, address, workers, force, show_progress, results_md)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executor: str, address: str | None,
+               workers: int | None, force: bool, show_progress: bool, results_md: Path | None) -> Path:
     t0 = time.perf_counter()
     sections: dict[str, list[str]] = {}
     claims: list[dict[str, str]] = []
