@@ -242,6 +242,10 @@ def _cmd_bench(args) -> int:
         from raytestbed.experiments.bench import main as bench_sweep
 
         return bench_sweep(args.args)
+    if args.name == "placement":
+        from raytestbed.experiments.placement_bench import main as bench_placement
+
+        return bench_placement(args.args)
     from raytestbed.emu.bench import main as bench_fabric
 
     return bench_fabric(args.args)
@@ -305,7 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric; sweep: a sweep "
                         "in one process vs on a 2-node Ray cluster)")
-    bn.add_argument("name", choices=["fabric", "sweep"], help="which benchmark")
+    bn.add_argument("name", choices=["fabric", "sweep", "placement"], help="which benchmark (placement: "
+                    "Heavy-Edge vs the placement ILP, A-SRPT Table II)")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
 

@@ -1,21 +1,11 @@
-"""scripts/bench_placement.py (Table II), reduced sizes."""
-
-import importlib.util
-import sys
-from pathlib import Path
+"""raytestbed bench placement (A-SRPT Table II: Heavy-Edge vs the placement ILP), reduced sizes."""
 
 from raytestbed.config import CLUSTER_CONFIG_DIR
-
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+from raytestbed.experiments import placement_bench
 
 
 def _script(name):
-    sys.path.insert(0, str(SCRIPTS))
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return placement_bench
 
 
 def test_bench_placement_table2_small():
