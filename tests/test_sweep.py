@@ -150,6 +150,19 @@ policies: [{label: "fifo[packed]", policy: fifo, params: {spread: packed}},
     cells = sweep.cells()
     assert [c.data["policy_params"]["fifo"]["spread"] for c in cells] == ["packed", "random"]
     assert [c.seed for c in cells] == [1, 1]  # the trial's own seed
+    p2 = _write(tmp_path, """
+trials: [small.yaml]
+policies: [fifo+parrot, fifo+aalo, fifo]
+grid:
+  policy_params.@network.observe_interval_s: [0.01, 0.05]
+""", "net.yaml")
+    cells = load_sweep(p2).cells()
+    assert len(cells) == 6
+    got = [(c.policy, c.data["policy_params"].get(c.pair.partition("+")[2], {}).get("observe_interval_s"))
+           for c in cells]
+    assert got == [("fifo+parrot", 0.01), ("fifo+aalo", 0.01), ("fifo", None),
+                   ("fifo+parrot", 0.05), ("fifo+aalo", 0.05), ("fifo", None)]
+    assert all("parrot" not in c.data["policy_params"] for c in cells if c.policy == "fifo+aalo")
 
 
 def test_ray_tasks_give_the_serial_results(tmp_path):
