@@ -184,3 +184,20 @@ def test_two_node_ray_cluster_gives_the_serial_sweep_csv():
 
     trial = Path(__file__).resolve().parents[1] / "workloads" / "trials" / "asrpt_synthetic.yaml"
     assert bench(["--seeds", "1", "--jobs", "100", "--trial", str(trial)]) == 0
+
+
+def test_a_local_ray_that_does_not_start_falls_back_to_this_process(tmp_path, monkeypatch, capsys):
+    from raytestbed.emu import raysession
+
+    def fail(*a, **k):
+        raise Exception("The current node timed out during startup.")
+
+    monkeypatch.setattr(raysession.RaySession, "open", classmethod(lambda cls, *a, **k: fail()))
+    sweep = load_sweep(_write(tmp_path, SWEEP))
+    res = run_sweep(sweep, tmp_path / "out", executor="ray", show_progress=False)
+    assert len(res.ran) == 8 and not res.failed
+    assert "did not start (The current node timed out" in capsys.readouterr().err
+    from raytestbed.errors import RaytestbedError
+
+    with pytest.raises(RaytestbedError, match="--address 10.0.0.1:6379: cannot connect"):
+        run_sweep(sweep, tmp_path / "out2", executor="ray", address="10.0.0.1:6379", show_progress=False)

@@ -48,12 +48,11 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
     out.mkdir(parents=True, exist_ok=True)
     session = None
     if executor == "ray":  # one Ray for every figure: its workers keep their parsed traces between figures
-        import os
+        from raytestbed.experiments.runner import open_ray
 
-        from raytestbed.emu.raysession import RaySession
-
-        session = RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
-                                  object_store_memory=None if address else 256 << 20)
+        session = open_ray(address, workers)
+        if session is None:
+            executor = "serial"
     try:
         return _reproduce(paper, chosen, quick, out, executor, address, workers, force, show_progress, results_md)
     finally:

@@ -96,8 +96,8 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
     emu = [c for c in todo if c.backend.split(":")[0] == "emu"]
     rest = [c for c in todo if c.backend.split(":")[0] != "emu"]
     try:
-        if executor == "ray" and rest:
-            _run_on_ray(rest, done, address, workers)
+        if executor == "ray" and rest and _run_on_ray(rest, done, address, workers):
+            pass
         else:
             for c in rest:
                 done(c, run_cell(c))
@@ -113,14 +113,34 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
     return res
 
 
-def _run_on_ray(cells: list[Cell], done, address: str | None, workers: int | None) -> None:
-    """Every cell as a Ray task (1 CPU, no retry); results handled as they arrive."""
-    import ray
+def open_ray(address: str | None, workers: int | None):
+    """Connect to Ray (``address``) or start a private local Ray with ``workers`` CPUs.
 
+    A local Ray that fails to start (e.g. an overloaded host) is reported on stderr and None is
+    returned: the caller runs the cells in this process instead. A cluster that cannot be
+    reached is a one-line error.
+    """
     from raytestbed.emu.raysession import RaySession
 
-    session = RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
-                              object_store_memory=None if address else 256 << 20)
+    try:
+        return RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
+                               object_store_memory=None if address else 256 << 20)
+    except Exception as e:  # noqa: BLE001 - Ray raises plain exceptions on start-up failures
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if address:
+            raise RaytestbedError(f"--address {address}: cannot connect to Ray: {first}") from None
+        print(f"raytestbed: the local Ray did not start ({first}); running the cells in this process",
+              file=sys.stderr)
+        return None
+
+
+def _run_on_ray(cells: list[Cell], done, address: str | None, workers: int | None) -> bool:
+    """Every cell as a Ray task (1 CPU, no retry); results handled as they arrive. False: no Ray."""
+    import ray
+
+    session = open_ray(address, workers)
+    if session is None:
+        return False
     try:
         task = ray.remote(num_cpus=1, max_retries=0)(run_cell)
         pending = {task.remote(c): c for c in cells}
@@ -136,6 +156,7 @@ def _run_on_ray(cells: list[Cell], done, address: str | None, workers: int | Non
                 done(cell, result)
     finally:
         session.close()
+    return True
 
 
 def _remove_partials(root: Path) -> None:
