@@ -238,14 +238,10 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    if args.name == "sweep":
-        from raytestbed.experiments.bench import main as bench_sweep
+    if args.name != "fabric":
+        import importlib
 
-        return bench_sweep(args.args)
-    if args.name == "placement":
-        from raytestbed.experiments.placement_bench import main as bench_placement
-
-        return bench_placement(args.args)
+        return importlib.import_module(f"raytestbed.experiments.benches.{args.name}").main(args.args)
     from raytestbed.emu.bench import main as bench_fabric
 
     return bench_fabric(args.args)
@@ -308,9 +304,10 @@ def build_parser() -> argparse.ArgumentParser:
     pf.set_defaults(fn=_cmd_profile)
 
     bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric; sweep: a sweep "
-                        "in one process vs on a 2-node Ray cluster)")
-    bn.add_argument("name", choices=["fabric", "sweep", "placement"], help="which benchmark (placement: "
-                    "Heavy-Edge vs the placement ILP, A-SRPT Table II)")
+                        "in one process vs on a 2-node Ray cluster; placement, sim, gadget, sjfbco: "
+                        "raytestbed/experiments/benches/)")
+    bn.add_argument("name", choices=["fabric", "sweep", "placement", "sim", "gadget", "sjfbco"],
+                    help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
 

@@ -3,12 +3,12 @@
     .venv/bin/python scripts/bench_sweep.py [--seeds 4] [--cpus-per-node 1]
     raytestbed bench sweep [...]
 
-The code lives in raytestbed/experiments/bench.py; results: docs/benchmarks.md.
+The code lives in raytestbed/experiments/benches/sweep.py; results: docs/benchmarks.md.
 """
 
 import sys
 
-from raytestbed.experiments.bench import main
+from raytestbed.experiments.benches.sweep import main
 
 if __name__ == "__main__":
     sys.exit(main())
