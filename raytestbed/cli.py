@@ -241,7 +241,8 @@ def _cmd_bench(args) -> int:
     if args.name != "fabric":
         import importlib
 
-        return importlib.import_module(f"raytestbed.experiments.benches.{args.name}").main(args.args)
+        module = {"sjfbco-flow": "sjfbco_model_vs_flow"}.get(args.name, args.name)
+        return importlib.import_module(f"raytestbed.experiments.benches.{module}").main(args.args)
     from raytestbed.emu.bench import main as bench_fabric
 
     return bench_fabric(args.args)
@@ -306,7 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("bench", help="run a benchmark (fabric: the emulator's throttled fabric; sweep: a sweep "
                         "in one process vs on a 2-node Ray cluster; placement, sim, gadget, sjfbco: "
                         "raytestbed/experiments/benches/)")
-    bn.add_argument("name", choices=["fabric", "sweep", "placement", "sim", "gadget", "sjfbco"],
+    bn.add_argument("name", choices=["fabric", "sweep", "placement", "sim", "gadget", "sjfbco", "sjfbco-flow"],
                     help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
