@@ -226,10 +226,13 @@ def _cmd_reproduce(args) -> int:
     out = Path(args.out) if args.out else Path("results") / "reproduce" / (args.paper + ("-quick" if args.quick else ""))
     from raytestbed.config import REPO_ROOT
 
-    results_md = None if args.no_results_md else (Path(args.results_md) if args.results_md else
-                                                  REPO_ROOT / "docs" / "results.md")
-    if results_md is not None and not results_md.parent.is_dir():
-        raise RaytestbedError(f"--results-md {results_md}: no such folder")
+    results_md = None
+    if args.results_md and not args.no_results_md:
+        results_md = Path(args.results_md)
+        if not results_md.parent.is_dir():
+            raise RaytestbedError(f"--results-md {results_md}: no such folder")
+    elif not args.no_results_md and (REPO_ROOT / "docs").is_dir():  # the project's page, when run from a checkout
+        results_md = REPO_ROOT / "docs" / "results.md"
     md = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
                    address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
                    results_md=results_md)
