@@ -6,6 +6,8 @@
     raytestbed compare TRIAL.yaml --policies A,B,C --backend sim|emu --out DIR [--seed N] [--force] [--inject ...]
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
+    raytestbed sweep SWEEP.yaml [--out DIR] [--address RAY_ADDRESS] [--workers N] [--serial] [--force]
+    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W]   # asrpt | sjfbco | gadget | parrot
     raytestbed policies [IMPORT_PATH ...]
     raytestbed workloads [IMPORT_PATH ...]
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
@@ -67,7 +69,8 @@ def _table(rows: list[dict], cols: list[str]) -> str:
 
 
 SHOWN = ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
-         "decision_time_p50_s", "decision_time_p99_s", "wall_s"]
+         "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s",
+         "wall_s"]
 
 
 def _load(args, command: str):
@@ -114,7 +117,7 @@ def _cmd_run(args) -> int:
     row = dict(summary)
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
-    print(_table([row], SHOWN))
+    print(_table([row], [c for c in SHOWN if c in row]))
     print(f"results: {out}  (report: {out / 'report.md'})")
     return 0
 
@@ -254,7 +257,52 @@ def _check_backend(backend: str) -> None:
             raise RaytestbedError(f"--backend {backend}: the emulator is not available: {missing}")
 
 
+def _cmd_sweep(args) -> int:
+    from raytestbed.experiments import load_sweep, run_sweep
+    from raytestbed.experiments.runner import print_failures
+
+    sweep = load_sweep(args.sweep)
+    out = Path(args.out) if args.out else Path("results") / "sweeps" / sweep.name
+    res = run_sweep(sweep, out, executor="serial" if args.serial else "ray", address=args.address,
+                    workers=args.workers, show_progress=not args.quiet, force=args.force)
+    print(f"sweep {sweep.name}: {len(res.ran)} cells run, {len(res.kept)} kept from before, {len(res.failed)} "
+          f"failed ({res.wall_s:.0f} s)")
+    print_failures(res)
+    print(f"results: {out}  (sweep.csv, aggregate.csv; report: {out / 'report.md'})")
+    return 1 if res.failed else 0
+
+
+def _cmd_reproduce(args) -> int:
+    from raytestbed.experiments.reproduce import reproduce
+
+    tag = args.paper + (f"-{args.workload}" if args.workload else "") + ("-quick" if args.quick else "")
+    out = Path(args.out) if args.out else Path("results") / "reproduce" / tag
+    from raytestbed.config import REPO_ROOT
+
+    results_md = None
+    if args.results_md and not args.no_results_md:
+        results_md = Path(args.results_md)
+        if not results_md.parent.is_dir():
+            raise RaytestbedError(f"--results-md {results_md}: no such folder")
+    elif not args.no_results_md and (REPO_ROOT / "docs").is_dir():  # the project's page, when run from a checkout
+        results_md = REPO_ROOT / "docs" / "results.md"
+    from raytestbed.experiments.papers import workloads
+
+    if args.workload and args.workload != (workloads(args.paper) or (None,))[0]:
+        results_md = None  # the results page records the papers' own settings
+    md = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
+                   address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
+                   results_md=results_md, workload=args.workload)
+    print(f"results: {out}  (paper beside ours: {md}" + (f"; claims in {results_md}" if results_md else "") + ")")
+    return 0
+
+
 def _cmd_bench(args) -> int:
+    if args.name != "emu":
+        import importlib
+
+        module = {"sjfbco-flow": "sjfbco_model_vs_flow", "sim-fb": "sim_fb"}.get(args.name, args.name)
+        return importlib.import_module(f"raytestbed.experiments.benches.{module}").main(args.args)
     from raytestbed.emu.bench import main as bench_emu
 
     return bench_emu(args.args)
@@ -317,10 +365,40 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--seed", type=int, default=0)
     pf.set_defaults(fn=_cmd_profile)
 
-    bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its speed)")
-    bn.add_argument("name", choices=["emu"], help="which benchmark")
-    bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --load 2)")
+    bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its "
+                        "speed; sweep: a sweep in one process vs on a 2-node Ray cluster; placement, sim, sim-fb, "
+                        "gadget, sjfbco, sjfbco-flow: raytestbed/experiments/benches/)")
+    bn.add_argument("name", choices=["emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow"],
+                    help="which benchmark")
+    bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
+
+    sw = sub.add_parser("sweep", help="run trials x grid x policies x seeds as Ray tasks (resumable)")
+    sw.add_argument("sweep", help="sweep YAML file (see docs/sweeps.md)")
+    sw.add_argument("--out", help="sweep folder (default results/sweeps/NAME); re-running continues it")
+    sw.add_argument("--address", help="Ray cluster to run the cells on (default: a local Ray on all cores)")
+    sw.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
+    sw.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
+    sw.add_argument("--force", action="store_true", help="discard finished cells and run every cell again")
+    sw.add_argument("--quiet", action="store_true", help="no progress bar")
+    sw.set_defaults(fn=_cmd_sweep)
+
+    rp = sub.add_parser("reproduce", help="run a paper's figures as sweeps, the paper's numbers beside ours")
+    rp.add_argument("paper", choices=["asrpt", "sjfbco", "gadget", "parrot"])
+    rp.add_argument("--fig", help="figures, e.g. 4 or fig5,fig6 (default: the paper's main figures)")
+    rp.add_argument("--quick", action="store_true", help="small sizes: a few minutes per paper")
+    rp.add_argument("--workload", help="asrpt: the trace the job sets come from, aaic (default) | google (the Google "
+                    "2011 trace); gadget: the arrival pattern, poisson (default) | google | philly | aaic")
+    rp.add_argument("--out", help="folder (default results/reproduce/PAPER[-quick]); re-running continues it")
+    rp.add_argument("--address", help="Ray cluster to run the cells on (default: a local Ray on all cores)")
+    rp.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
+    rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
+    rp.add_argument("--force", action="store_true", help="run every cell again")
+    rp.add_argument("--quiet", action="store_true", help="no progress bar")
+    rp.add_argument("--results-md", help="results page whose section of PAPER gets the claims (default: "
+                    "docs/results.md of the project)")
+    rp.add_argument("--no-results-md", action="store_true", help="do not touch the results page")
+    rp.set_defaults(fn=_cmd_reproduce)
 
     pl = sub.add_parser("policies", help="list the available policies and where each comes from")
     pl.add_argument("names", nargs="*", metavar="IMPORT_PATH",

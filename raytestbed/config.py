@@ -119,6 +119,9 @@ class TimingConfig(_Strict):
         0.0, description="look at arrivals only every this many seconds, admitting each job at the start of "
         "the epoch its arrival falls in, up to one epoch early (CoflowSim: 10.24; 0 = exact arrivals); "
         "job times count from admission (raytestbed.core.job.admit_in_epochs)")
+    until_s: PositiveFloat | None = Field(
+        None, description="simulator: stop the clock at this simulated time, seconds (GADGET's horizon T = slots x "
+        "slot_s); jobs still running then count as unfinished and keep their progress (summary total_utility)")
 
 
 class FastForwardConfig(_Strict):

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from raytestbed.config import LoadedTrial
 from raytestbed.core.timing import make_iteration_model
 from raytestbed.errors import ConfigError, RaytestbedError
+from raytestbed.results.objectives import CoflowClock, utility_summary
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
 from raytestbed.results.plots import comparison_bars
 from raytestbed.results.report import compare_report, run_report
@@ -196,6 +197,9 @@ def run_into(
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"timing.model_params: {e}") from None
+    if trial.timing.until_s is not None and spec.name != "sim":
+        raise ConfigError("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
+                          "to its end)")
     faults = [parse_fault(f) for f in trial.faults]
     for f in faults:
         if f.target >= cluster.num_servers:
@@ -215,8 +219,10 @@ def run_into(
     bar = tqdm(total=len(jobs), initial=done0, desc=f"{pair} ({spec.label})", unit="job",
                disable=None if show_progress else True, leave=False, mininterval=0.5)
     holder: dict[str, Any] = {}
+    coflows = CoflowClock()
 
     def on_event(ev):
+        coflows(ev)
         if log_events:
             events.write(dumps(ev.to_json()) + "\n")
         if isinstance(ev, JobFinished):
@@ -239,7 +245,7 @@ def run_into(
         if spec.name == "sim":
             engine = Simulator(cluster, to_run, policy, netpol, mode=trial.timing.mode, model=model,
                                iterations_per_coflow=trial.timing.iterations_per_coflow, faults=faults,
-                               on_event=on_event, on_decisions=on_decisions, progress=progress)
+                               until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
             holder["journal"] = _FinishedJournal(journal, engine)
             res = engine.run()
         else:
@@ -282,6 +288,12 @@ def run_into(
         meta["timing"] = "measured"
         meta["timing_model"] = "measured"
         meta["emulation"] = emu_info
+    run_stats = getattr(policy, "run_stats", None)
+    if callable(run_stats):
+        meta.update(run_stats())  # a policy's own statistics of the run (e.g. GADGET's embedded ratio)
+    finished = {int(r["job_id"]) for r in rows if r["status"] == "finished"}
+    meta.update(coflows.summary())  # coflows of a resumed run's earlier part are not in it
+    meta.update(utility_summary(jobs, getattr(res, "iterations_done", None), finished))
     if previous is not None:
         meta["resumed"] = {"journaled_jobs": len(previous.rows), "rerun_jobs": len(to_run)}
     summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)

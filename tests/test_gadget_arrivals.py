@@ -106,36 +106,6 @@ def test_bad_arrivals_value_is_refused(cluster):
         gadget(cluster, arrivals="borg")
 
 
-def reproduce_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("reproduce_gadget", ROOT / "scripts" / "reproduce_gadget.py")
-    rg = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(rg)
-    return rg
-
-
-def test_fig4_from_concatenates_and_refuses_duplicates(tmp_path):
-    rg = reproduce_script()
-    head = "jobs,seed,policy,total_utility,finished,wall_s,slot_wall_p50_s,slot_wall_max_s\n"
-    (tmp_path / "a.csv").write_text(head + "10,1,gadget,5.0,1,0.1,,\n10,1,las,4.0,1,0.1,,\n")
-    (tmp_path / "b.csv").write_text(head + "10,2,gadget,6.0,1,0.1,,\n10,2,las,6.0,1,0.1,,\n")
-    out = tmp_path / "out"
-    common = ["--variants", "gadget,las", "--skip", "5,6,7", "--arrivals", "philly", "--out", str(out)]
-    rg.main(["--fig4-from", f"{tmp_path / 'a.csv'},{tmp_path / 'b.csv'}", *common])
-    text = (out / "report.md").read_text()
-    assert "| 10 | 6 (5–6) | 5 (4–6) | 1.100 (1.000) |" in text and "philly_trace.csv" in text
-    with pytest.raises(SystemExit, match="jobs=10 seed=1 policy=gadget appears 2 times"):
-        rg.main(["--fig4-from", f"{tmp_path / 'a.csv'},{tmp_path / 'a.csv'}", *common])
-
-
-def test_reproduce_script_refuses_bad_arrivals():
-    rg = reproduce_script()
-    with pytest.raises(SystemExit) as e:
-        rg.main(["--arrivals", "borg", "--skip", "4,5,6,7", "--out", "/nonexistent/never"])
-    assert e.value.code == 2  # argparse: invalid choice
-
-
 # ---- the real traces in shared/data (skipped when absent)
 
 @pytest.mark.parametrize("trace", [pytest.param(t, marks=pytest.mark.slow) if t == "google" else t

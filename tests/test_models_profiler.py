@@ -62,3 +62,54 @@ def test_profile_cli_writes_loadable_profile(tmp_path, capsys):
 
 def test_presets_listed():
     assert {"gpt-small", "vgg19-cifar", "resnet-small", "mlp-tiny"} <= set(PRESETS)
+
+
+MY_MODEL = '''
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from raytestbed.models import LayeredModel, model_preset
+
+
+@model_preset("my-mlp", "a user's MLP 32-64 -> 4, batch 8")
+def my_mlp(seed: int) -> LayeredModel:
+    torch.manual_seed(seed)
+    layers = nn.ModuleList([nn.Sequential(nn.Linear(32, 64), nn.ReLU()), nn.Linear(64, 4)])
+    xs, ys = torch.randn(32, 32), torch.randint(0, 4, (32,))
+    return LayeredModel("my-mlp", layers, ["fc", "out"], lambda b: xs[:b], lambda b: ys[:b], F.cross_entropy, 8)
+'''
+
+
+def test_the_model_definitions_are_files_in_workloads_models():
+    from raytestbed.models.registry import MODELS_DIR
+
+    assert MODELS_DIR.name == "models" and MODELS_DIR.parent.name == "workloads"
+    assert {PRESETS[n].source for n in ("gpt-tiny", "vgg19-cifar", "resnet-small", "mlp-tiny")} == {
+        str(MODELS_DIR / f) for f in ("gpt.py", "vgg.py", "resnet.py", "mlp.py")}
+
+
+def test_a_dropped_in_model_file_is_found_by_name(tmp_path, monkeypatch, capsys):
+    (tmp_path / "mine.py").write_text(MY_MODEL)
+    monkeypatch.setenv("RAYTESTBED_MODELS_DIR", str(tmp_path))
+    assert "my-mlp" in PRESETS and "gpt-tiny" in PRESETS
+    m = build_model("my-mlp", seed=1)
+    assert m.num_layers == 2 and m.parameter_bytes() == (32 * 64 + 64 + 64 * 4 + 4) * 4
+    assert main(["profile", "--list"]) == 0 and "my-mlp" in capsys.readouterr().out
+    out = tmp_path / "p.json"
+    assert main(["profile", "my-mlp", "--repeats", "1", "--warmup", "0", "--out", str(out)]) == 0
+    prof = ModelProfile.load(out)
+    assert prof.num_layers == 2 and prof.layers[0].out_bytes == 8 * 64 * 4
+    monkeypatch.delenv("RAYTESTBED_MODELS_DIR")
+    assert "my-mlp" not in PRESETS
+
+
+@pytest.mark.parametrize("body, needle", [("raise RuntimeError('boom')\n", "boom"),
+                                          (MY_MODEL.replace("my-mlp\", \"a user", "gpt-tiny\", \"a user"),
+                                           "already defined")])
+def test_a_broken_model_file_is_a_one_line_error(tmp_path, monkeypatch, capsys, body, needle):
+    (tmp_path / "bad.py").write_text(body)
+    monkeypatch.setenv("RAYTESTBED_MODELS_DIR", str(tmp_path))
+    assert main(["profile", "--list"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and needle in err and "bad.py" in err

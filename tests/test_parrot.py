@@ -397,11 +397,8 @@ def test_defaults_are_the_reported_configuration():
     PR-7, see raytestbed/schedulers/parrot.py): Parrot = S10 per coflow in LPCAS order without the
     max-min pass; Aalo / LCCF = greedy priority filling only. Same rates, bit for bit, as the explicit
     parameters, and different rates from the paper-literal S10 and the former default (global factor
-    + max-min) on these instances, so reverting a default fails here. reproduce_parrot.py's flags
-    default to the same configuration."""
-    import importlib.util
-    from pathlib import Path
-
+    + max-min) on these instances, so reverting a default fails here. `raytestbed reproduce parrot`
+    runs the same configuration (no network-policy parameters in its cells)."""
     rng = np.random.default_rng(23)
     differs = {"paper": 0, "former": 0, "aalo": 0, "lccf": 0}
     for trial in range(10):
@@ -427,11 +424,7 @@ def test_defaults_are_the_reported_configuration():
     assert (p["fill_order"], p["fill_residual"]) == ("lpcas", False)
     for name in ("aalo", "lccf"):
         assert make_policy(name, "network").get_params()["fill_residual"] is False
-    root = Path(__file__).resolve().parents[1]
-    spec = importlib.util.spec_from_file_location("reproduce_parrot", root / "scripts" / "reproduce_parrot.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    a = mod.build_parser().parse_args([])
-    assert (a.fill_order, a.fill_residual) == ("lpcas", False)
-    b = mod.build_parser().parse_args(["--fill-order", "none", "--fill-residual"])  # the other variants stay reachable
-    assert (b.fill_order, b.fill_residual) == ("none", True)
+    from raytestbed.experiments.papers.parrot import fig5_sweep
+
+    for cell in fig5_sweep(True).cells():  # the reproduction runs the policies' defaults
+        assert not cell.data["policy_params"].get(cell.pair.split("+")[1])

@@ -5,12 +5,10 @@ Units: seconds, bytes.
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
 import random
-import sys
 from pathlib import Path
 
 import pytest
@@ -52,13 +50,9 @@ def five() -> ModelProfile:
 
 
 def _import_script():
-    path = REPO / "scripts" / "import_pipedream_profiles.py"
-    spec = importlib.util.spec_from_file_location("import_pipedream_profiles", path)
-    assert spec and spec.loader
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod  # dataclasses need the module registered
-    spec.loader.exec_module(mod)
-    return mod
+    from raytestbed.profile import pipedream
+
+    return pipedream
 
 
 # ------------------------------------------------------------------ round trip

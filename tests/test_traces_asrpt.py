@@ -4,6 +4,7 @@ import gzip
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from conftest import small_cluster
@@ -228,6 +229,22 @@ def test_history_jobs_are_the_rows_before_the_set(data_root):
         assert [j.extra["trace_row"] for j in rnd] == [j.extra["trace_row"] for j in rnd0]
         first = int(rnd[0].extra["trace_row"].rsplit(" ", 1)[1]) - 2  # 0-based trace index
         assert len(rnd.predictor_history) == min(15, first)
+
+
+def test_joint_history_mode_builds_one_run_and_splits_it(data_root):
+    """history_mode joint: H + N consecutive rows from a start drawn by default_rng(seed), built as one
+    workload; the first H are the history, the set is shifted to arrive from 0 (the A-SRPT reproduction)."""
+    cl = small_cluster(4, 4)
+    for seed in (1, 2):
+        js = _load("aaic", {"jobs": 10, "start": "random", "history_jobs": 15, "history_mode": "joint"},
+                   seed=seed, cluster=cl)
+        start = int(np.random.default_rng(seed).integers(0, 40 - 25 + 1))
+        run = _load("aaic", {"jobs": 25, "start": start}, seed=seed, cluster=cl)
+        assert js.predictor_history == [(j.group, j.user, j.iterations) for j in run[:15]]
+        assert [(j.group, j.model, j.replicas(), j.iterations) for j in js] == \
+            [(j.group, j.model, j.replicas(), j.iterations) for j in run[15:]]
+        assert [j.arrival_s for j in js] == [j.arrival_s - run[15].arrival_s for j in run[15:]]
+        assert [j.job_id for j in js] == list(range(10))
 
 
 def test_history_rows_reach_the_predicting_policies(data_root):

@@ -1,4 +1,4 @@
-"""The layered-model contract shared by the model zoo, the profiler and the emulator."""
+"""The layered-model contract shared by the model files, the profiler and the emulator, and helpers for model files."""
 
 from __future__ import annotations
 
@@ -64,3 +64,19 @@ class LayeredModel:
         if optimizer is not None:
             optimizer.step()
         return float(loss.detach())
+
+
+class Flatten(nn.Module):
+    """(B, ...) -> (B, prod(...))."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.flatten(1)
+
+
+def synthetic_images(seed: int, batch: int, channels: int, size: int, classes: int):
+    """Fixed random images and labels for a seed: (make_input, make_target), each batch size -> tensor."""
+    gen = torch.Generator().manual_seed(seed + 1)
+    n = max(batch, 1) * 4
+    xs = torch.randn(n, channels, size, size, generator=gen)
+    ys = torch.randint(0, classes, (n,), generator=gen)
+    return (lambda b: xs[:b]), (lambda b: ys[:b])

@@ -3,6 +3,9 @@
 Metrics (seconds): JCT of a job = finish - arrival (A-SRPT's "job flow time");
 total JCT = sum over finished jobs; makespan = last finish - first arrival.
 Decision times are the wall seconds of every ``on_event`` call of every policy.
+Each paper's objective is a summary column where it applies: ``total_utility`` (GADGET),
+``avg_cct_s`` / ``p95_cct_s`` (coflows, flow timing), ``ratio_to_lb`` = total JCT / total
+lower bound (Parrot Thm 3, flow timing); see :mod:`raytestbed.results.objectives`.
 ``predicted_iterations``: the iteration count the policy predicted when the job arrived
 (``Policy.predictions``, copied into the record by the backend), else the workload's
 ``Job.predicted_iterations``, else empty.
@@ -49,6 +52,7 @@ def coflow_shape(job: Any) -> tuple[Any, Any, str]:
 SUMMARY_KEYS = [
     "policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished",
     "total_jct_s", "avg_jct_s", "median_jct_s", "makespan_s", "gpu_utilisation",
+    "total_utility", "coflows", "avg_cct_s", "p95_cct_s", "total_lower_bound_s", "ratio_to_lb",
     "decision_time_p50_s", "decision_time_p99_s", "decision_calls", "events", "wall_s", "seed",
 ]
 
@@ -126,6 +130,8 @@ def summarize(
     if len(fin) and lb.notna().any():
         # Parrot Thm 3: sum over jobs of (sum of O3 CCTs + compute); JCT = finish - arrival
         out["total_lower_bound_s"] = float(lb[fin.index].sum())
+        if out["total_lower_bound_s"] > 0:
+            out["ratio_to_lb"] = out["total_jct_s"] / out["total_lower_bound_s"]
     out["total_gpus"] = total_gpus
     out.update(meta)
     ordered = {k: out[k] for k in SUMMARY_KEYS if k in out}

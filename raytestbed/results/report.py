@@ -20,8 +20,8 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "total_jct_s", "avg_jct_s",
-                "median_jct_s", "makespan_s", "gpu_utilisation", "decision_time_p50_s", "decision_time_p99_s",
-                "wall_s", "seed"]
+                "median_jct_s", "makespan_s", "gpu_utilisation", "total_utility", "avg_cct_s", "p95_cct_s",
+                "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
 
 
 def _fmt(v) -> str:
@@ -30,11 +30,12 @@ def _fmt(v) -> str:
     return "-" if v is None else str(v)
 
 
-def _md_table(df: pd.DataFrame) -> str:
-    cols = list(df.columns)
+def md_table(df: pd.DataFrame) -> str:
+    """A Markdown table of ``df`` (floats to 4 significant digits, None as -): the one table writer."""
+    cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(r[c]) for c in cols) + " |")
+        lines.append("| " + " | ".join(_fmt(v) for v in r) + " |")
     return "\n".join(lines)
 
 
@@ -140,7 +141,7 @@ def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int 
     bins = _varys_bins(jobs)
     text = f"""# Report: {summary.get('trial', '')} — {name}
 
-{_md_table(table)}
+{md_table(table)}
 
 Files: `jobs.csv` (per job), `events.jsonl`, `decisions.jsonl`, `gpu_intervals.csv`, `config.yaml`.
 Times in seconds. Decision-time percentiles cover every policy call; the histogram shows calls that
@@ -228,10 +229,10 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     # "./" keeps a plug-in's import path (my_sched:Greedy) from reading as a URL scheme
     links = "\n".join(f"- [{p}]({'./' if ':' in p else ''}{p}/report.md)" for p in df["policy"].astype(str))
     cols = [c for c in ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
-                        "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
+                        "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
     text = f"""# Comparison
 
-{_md_table(df[cols])}
+{md_table(df[cols])}
 
 Lowest total JCT: **{best}**.
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView
@@ -175,6 +177,23 @@ class SlottedRingPolicy(Policy):
             self.slot += 1
             return decisions
         return []
+
+    def run_stats(self) -> dict[str, Any]:
+        """Summary statistics of the run (added to ``summary.json``): per-slot embedded ratios, averaged.
+
+        ``embedded_ratio``: mean over slots with active jobs of embedded / active jobs (GADGET
+        Figs. 5-6); ``embedded_of_candidates``: mean of embedded by the solver / candidate jobs
+        (jobs with pi above the tolerance). Empty when the policy logs no slots.
+        """
+        act = [s["embedded"] / s["active"] for s in self.slot_log if s.get("active")]
+        cand = [s.get("embedded_by_solver", s["embedded"]) / s["candidates"] for s in self.slot_log
+                if s.get("candidates")]
+        out: dict[str, Any] = {}
+        if act:
+            out["embedded_ratio"] = float(np.mean(act))
+        if cand:
+            out["embedded_of_candidates"] = float(np.mean(cand))
+        return out
 
     def on_arrival(self, job: Job, view: ClusterView) -> None:
         """Hook for subclasses (e.g. a feasibility check)."""

@@ -21,6 +21,7 @@ these termination codes; default all).
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Literal
 
@@ -46,7 +47,19 @@ class AaicParams(AsrptTraceParams):
 
 def read_aaic(path: Path, tag: str, recurrence: str = "signature",
               termcodes: list[int] | None = None) -> list[TraceRow]:
-    """Rows of one AAIC file (arrival = UNIX submit time, not yet shifted); bad rows raise TraceError."""
+    """Rows of one AAIC file (arrival = UNIX submit time, not yet shifted); bad rows raise TraceError.
+
+    Parsed once per process and file version (path, size, modification time): the cells of a sweep
+    that a Ray worker runs one after the other share the parse (the rows are frozen).
+    """
+    st = Path(path).stat()
+    return list(_read_aaic(str(path), st.st_size, st.st_mtime_ns, tag, recurrence,
+                           None if termcodes is None else tuple(termcodes)))
+
+
+@functools.lru_cache(maxsize=8)
+def _read_aaic(path: str, size: int, mtime_ns: int, tag: str, recurrence: str,
+               termcodes: tuple[int, ...] | None) -> tuple[TraceRow, ...]:
     rows: list[TraceRow] = []
     for where, row in csv_rows(path, COLUMNS, skipinitialspace=True):
         num = {c: parse_number(row[c], where, c, int) for c in
@@ -66,7 +79,7 @@ def read_aaic(path: Path, tag: str, recurrence: str = "signature",
         else:
             group = f"{tag}g{num['group']}"
         rows.append(TraceRow(where, float(num["time_submit"]), gpus, float(dur), user, group))
-    return rows
+    return tuple(rows)
 
 
 @register_workload("aaic")

@@ -61,6 +61,7 @@ from raytestbed.errors import ConfigError, TraceError
 from raytestbed.placement.planner import PipelineConfig, plan_configs, planning_bandwidth
 from raytestbed.traces.jobs import build_job, scaled_iterations
 from raytestbed.traces.registry import LoaderParams, WorkloadContext
+from raytestbed.units import gbps_to_bytes_per_s
 
 #: GPU-measured PipeDream profiles standing in for the paper's Table I models
 #: (VGG19 -> vgg16, ResNet152 -> resnet101, Inception-V3, NLP -> GNMT / GNMT-large).
@@ -102,6 +103,16 @@ class AsrptTraceParams(LoaderParams):
     history_jobs: NonNegativeInt = Field(
         0, description="trace rows just before the job set whose (group, user, iterations) train the "
         "policies' predictors before the first arrival (0: cold start)")
+    history_mode: Literal["before", "joint"] = Field(
+        "before", description="before: the history is the history_jobs rows just before the job set, built after "
+        "it (step 6); joint: one run of history_jobs + jobs consecutive rows at a start drawn by its own seeded "
+        "generator over all rows read, built in one pass (single-GPU re-sharing and group choices over the whole "
+        "run), the first history_jobs being the history: the sampling of the A-SRPT simulation study's "
+        "reproduction (raytestbed/experiments/papers/asrpt.py)")
+    plan_nic_gbps: PositiveFloat | None = Field(
+        None, description="plan the jobs (configurations, alpha~min, iteration counts) as on this NIC bandwidth, "
+        "Gbit/s, instead of the cluster's: A-SRPT's Fig. 8 builds its jobs once on the 10 Gbps cluster and varies "
+        "only the NIC they run on")
 
     @model_validator(mode="after")
     def _one_arrival_scaling(self) -> "AsrptTraceParams":
@@ -115,16 +126,20 @@ class TraceJobs(list):
     """The jobs of a trace workload, plus the rows that train the predictors (step 6).
 
     ``predictor_history``: (group, user, iterations) of the ``history_jobs`` trace jobs
-    before the job set, oldest first; empty when ``history_jobs`` is 0.
+    before the job set, oldest first; empty when ``history_jobs`` is 0. ``history_jobs``: the
+    same rows as built jobs (their ``extra`` carries the trace's predictor features; for
+    offline predictor evaluation, :mod:`raytestbed.predict.evaluate`).
     """
 
     predictor_history: list[tuple[str, str, int]]
+    history_jobs: list[Job]
     #: the arrival scale applied (``arrival_scale``, or the one ``offered_load`` derived)
     arrival_scale: float
 
-    def __init__(self, jobs=(), history=(), arrival_scale: float = 1.0) -> None:
+    def __init__(self, jobs=(), history_jobs=(), arrival_scale: float = 1.0) -> None:
         super().__init__(jobs)
-        self.predictor_history = list(history)
+        self.history_jobs = list(history_jobs)
+        self.predictor_history = [(j.group, j.user, j.iterations) for j in self.history_jobs]
         self.arrival_scale = arrival_scale
 
 
@@ -211,6 +226,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
     cluster = ctx.cluster
     total = cluster.total_gpus
     g = cluster.gpus_per_server
+    nic_bps = cluster.nic_bps if p.plan_nic_gbps is None else gbps_to_bytes_per_s(p.plan_nic_gbps)
     rows = list(rows)
     arrival_scale = p.arrival_scale
     if p.offered_load is not None:  # step 5: from all rows read, before any is dropped or selected
@@ -218,6 +234,8 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         if busy <= 0:
             raise ConfigError(f"{where}.offered_load: the trace keeps no GPU busy (zero run times)")
         arrival_scale = busy / (total * p.offered_load)
+    if p.history_mode == "joint" and p.history_jobs:
+        return _build_joint(rows, p, ctx, arrival_scale)
     if p.oversize == "drop":
         rows = [r for r in rows if r.gpus <= total]
     else:
@@ -243,7 +261,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         if key not in choice:
             model = p.models[int(rng.integers(len(p.models)))]
             prof = ctx.profiles[model]
-            bw = planning_bandwidth(r.gpus, g, cluster.nic_bps, cluster.intra_bps)
+            bw = planning_bandwidth(r.gpus, g, nic_bps, cluster.intra_bps)
             try:
                 cfgs = plan_configs(prof, r.gpus, bw, max_stages=p.max_stages)[: p.configs_per_model]
             except ValueError as e:
@@ -257,7 +275,7 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         akey = (model, cfg.boundaries, cfg.replicas)
         alpha = alpha_cache.get(akey)
         if alpha is None:
-            alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps, mapper)
+            alpha = asrpt_alpha_min_tilde(job, g, nic_bps, cluster.intra_bps, mapper)
             alpha_cache[akey] = alpha
         try:
             job.iterations = scaled_iterations(r.duration_s / alpha, p.iteration_scale, "run time / alpha~min x iteration_scale")
@@ -267,10 +285,34 @@ def build_asrpt_jobs(rows: Sequence[TraceRow], p: AsrptTraceParams, ctx: Workloa
         job.extra.update(r.features)
         return job
 
-    jobs = TraceJobs(make(jid, r) for jid, r in enumerate(rows))
+    jobs = [make(jid, r) for jid, r in enumerate(rows)]
     # step 6, after the job set so that its jobs do not depend on history_jobs
     if hist_rows and p.single_gpu_share is not None:
         hist_rows = _reshare(hist_rows, p.single_gpu_share, rng, where, variant_gpus, pool)
-    jobs.predictor_history = [(r.group, r.user, make(-1, r).iterations) for r in hist_rows]
-    jobs.arrival_scale = arrival_scale
-    return jobs
+    return TraceJobs(jobs, [make(-1, r) for r in hist_rows], arrival_scale)
+
+
+def _build_joint(rows: list[TraceRow], p: AsrptTraceParams, ctx: WorkloadContext,
+                 arrival_scale: float) -> "TraceJobs":
+    """``history_mode: joint``: H + N consecutive rows built in one pass; the first H are the history.
+
+    The start is drawn over all rows read by ``default_rng(seed)`` (before over-sized rows are
+    dropped), the run is built as a workload of H + N jobs from that start, and the job set's
+    arrivals are shifted so its first job arrives at 0.
+    """
+    h, n = int(p.history_jobs), p.jobs
+    if n is None:
+        raise ConfigError(f"{ctx.where}.history_mode: joint needs jobs")
+    if h + n > len(rows):
+        raise ConfigError(f"{ctx.where}.jobs: {n} jobs + {h} history jobs asked, the trace has {len(rows)} rows")
+    start = p.start
+    if start == "random":
+        start = int(np.random.default_rng(ctx.seed).integers(0, len(rows) - (h + n) + 1))
+    run = p.model_copy(update={"jobs": h + n, "start": start, "history_jobs": 0, "history_mode": "before",
+                               "offered_load": None, "arrival_scale": arrival_scale})
+    built = build_asrpt_jobs(rows, run, ctx)
+    hist, body = list(built[:h]), list(built[h:])
+    t0 = body[0].arrival_s
+    jobs = [replace(j, job_id=i, arrival_s=j.arrival_s - t0, extra=dict(j.extra)) for i, j in enumerate(body)]
+    return TraceJobs(jobs, hist, arrival_scale)
+

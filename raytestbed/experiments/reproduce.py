@@ -1,0 +1,128 @@
+"""``raytestbed reproduce PAPER [--fig N] [--quick]``: a paper's figures through the sweep path.
+
+Each figure of :mod:`raytestbed.experiments.papers` runs as a sweep into ``OUT/<fig>/`` (cells,
+``sweep.csv``, mean and 95 % CI, plots, ``report.md``; resumable: re-running continues), then
+``OUT/reproduction.md`` puts the paper's claim and our numbers side by side, figure by figure.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from raytestbed.errors import RaytestbedError
+from raytestbed.experiments.papers import Figure, figures, md_table, papers, workloads
+from raytestbed.experiments.runner import print_failures, run_sweep
+
+
+def select(paper: str, figs: str | None, workload: str | None = None) -> list[Figure]:
+    """The figures of ``paper`` named in ``figs`` ("4", "fig4", "4,5"; None: the paper's default set),
+    on ``workload`` (:func:`~raytestbed.experiments.papers.workloads`; None: the paper's own)."""
+    known = papers()
+    if paper not in known:
+        raise RaytestbedError(f"reproduce: unknown paper {paper!r} (known: {', '.join(known)})")
+    allf = figures(paper, workload)
+    if not figs:
+        return [f for f in allf if f.default]
+    ids = {f.id: f for f in allf}
+    out = []
+    for x in figs.split(","):
+        x = x.strip().lower()
+        key = x if x in ids else f"fig{x}"
+        if key not in ids:
+            raise RaytestbedError(f"--fig {x}: {paper} has {', '.join(ids)}")
+        out.append(ids[key])
+    return out
+
+
+def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor: str = "ray",
+              address: str | None = None, workers: int | None = None, force: bool = False,
+              show_progress: bool = True, results_md: Path | None = None, workload: str | None = None) -> Path:
+    """Run the figures and write ``out/reproduction.md`` and ``out/claims.csv``; returns the first's path.
+
+    ``results_md``: a results page (``docs/results.md``) whose section of this paper gets the
+    claims of the figures run (:mod:`raytestbed.experiments.results_doc`); only on the paper's own
+    workload (``workload`` None or the paper's first): the page records the papers' settings.
+    ``workload``: another trace (A-SRPT) or arrival pattern (GADGET), see
+    :func:`~raytestbed.experiments.papers.workloads`.
+    """
+    chosen = select(paper, figs, workload)
+    if workload is not None and workload != workloads(paper)[0]:
+        results_md = None
+    else:
+        workload = None
+    out.mkdir(parents=True, exist_ok=True)
+    session = None
+    if executor == "ray":  # one Ray for every figure: its workers keep their parsed traces between figures
+        from raytestbed.experiments.runner import open_ray
+
+        session = open_ray(address, workers)
+        if session is None:
+            executor = "serial"
+    try:
+        return _reproduce(paper, chosen, quick, out, executor, address, workers, force, show_progress, results_md,
+                          workload)
+    finally:
+        if session is not None:
+            session.close()
+
+
+def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executor: str, address: str | None,
+               workers: int | None, force: bool, show_progress: bool, results_md: Path | None,
+               workload: str | None = None) -> Path:
+    t0 = time.perf_counter()
+    sections: dict[str, list[str]] = {}
+    claims: list[dict[str, str]] = []
+    failed = 0
+    for fig in chosen:
+        folder = out / fig.id
+        t1 = time.perf_counter()
+        res = None
+        if fig.run is not None:
+            folder.mkdir(parents=True, exist_ok=True)
+            ours = fig.run(folder, quick)
+        else:
+            res = run_sweep(fig.sweep(quick), folder, executor=executor, address=address, workers=workers,
+                            show_progress=show_progress, force=force)
+            print_failures(res)
+            failed += len(res.failed)
+            ours = fig.ours(res.table, folder) if res.table is not None and len(res.table) else ["(no cell finished)"]
+        table = res.table if fig.run is None else None
+        for c in fig.claims:
+            try:
+                got, verdict = c.check(table, folder)
+            except Exception as e:  # noqa: BLE001 - a claim we cannot evaluate (e.g. cells failed)
+                got, verdict = "-", f"not evaluated: {type(e).__name__}: {e}"
+            claims.append({"figure": fig.id, "claim": c.text, "ours": got, "verdict": verdict})
+        where = (f"Files: `{fig.id}/`" if fig.run is not None else
+                 f"Sweep folder: `{fig.id}/` (report: [{fig.id}/report.md]({fig.id}/report.md))")
+        sections[fig.id] = [f"## {fig.id}: {fig.title}", "", f"Paper: {fig.claim}", "", *ours,
+                            f"{where}; {time.perf_counter() - t1:.0f} s.", ""]
+        _write(out, paper, quick, chosen, sections, claims, workload)
+    pd.DataFrame(claims, columns=["figure", "claim", "ours", "verdict"]).to_csv(out / "claims.csv", index=False)
+    if results_md is not None:
+        from raytestbed.experiments.results_doc import update
+
+        update(results_md, paper, "quick" if quick else "full", claims, [f.id for f in chosen])
+    print(f"reproduce {paper}: {len(chosen)} figure(s) in {time.perf_counter() - t0:.0f} s"
+          + (f"; {failed} cell(s) failed" if failed else ""))
+    return out / "reproduction.md"
+
+
+def _write(out: Path, paper: str, quick: bool, chosen: list[Figure], sections: dict[str, list[str]],
+           claims: list[dict[str, str]], workload: str | None = None) -> None:
+    mode = "--quick" if quick else "full size"
+    notes = [f"- {f.id}: {f.quick_note}" for f in chosen if quick and f.quick_note]
+    on = f", workload {workload}" if workload else ""
+    lines = [f"# {paper}: reproduction ({mode}{on})", "",
+             f"Command: `raytestbed reproduce {paper} --fig {','.join(f.id for f in chosen)}"
+             f"{' --quick' if quick else ''}{f' --workload {workload}' if workload else ''}`.", ""]
+    if notes:
+        lines += ["`--quick` shrinks the figures:", *notes, ""]
+    if claims:
+        lines += ["## Claims", "", md_table(pd.DataFrame(claims)), ""]
+    for f in chosen:
+        lines += sections.get(f.id, [])
+    (out / "reproduction.md").write_text("\n".join(lines), encoding="utf-8")

@@ -1,0 +1,195 @@
+"""Run a sweep's cells as Ray tasks (or one after the other), resumably, then write its tables and plots.
+
+Folder layout (``out/``)::
+
+    sweep.csv           one row per finished cell: trial, grid values, policy, seed, every summary column
+    aggregate.csv       per trial x grid point x policy: mean and 95 % confidence interval over seeds
+    failures.csv        cells that failed in the last run (one-line error each), if any
+    report.md           the aggregate table and the plots (metric vs grid value, a line per policy, CI bands)
+    cells/TRIAL/POINT/POLICY/seed-N/   each cell's results folder (as ``raytestbed run`` writes it) + cell.json
+
+Resume: a cell whose folder holds ``summary.json`` and a ``cell.json`` with the same
+fingerprint (trial, overrides, policy, seed, backend) is kept; re-running the sweep runs
+only the missing, failed or changed cells.
+
+Executors: ``ray`` (default) submits every cell as a Ray task with one CPU — on a private
+local Ray using all cores, or on the cluster at ``address``; ``serial`` runs them one
+after the other in this process. Both run :func:`raytestbed.experiments.cell.run_cell`,
+so they give the same results. Emulator cells (``backend: emu``) start a Ray cluster of
+their own and always run one after the other in this process, after the others.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pandas as pd
+from tqdm import tqdm
+
+from raytestbed.errors import RaytestbedError
+from raytestbed.experiments.cell import finished_summary, run_cell, write_cell
+from raytestbed.experiments.spec import Cell, Sweep
+
+CELLS = "cells"
+
+
+@dataclass
+class SweepRun:
+    """What a sweep run did: cells run now, kept from before, failed; the ``sweep.csv`` table."""
+
+    out: Path
+    ran: list[str] = field(default_factory=list)
+    kept: list[str] = field(default_factory=list)
+    failed: list[dict[str, Any]] = field(default_factory=list)
+    table: pd.DataFrame | None = None
+    wall_s: float = 0.0
+
+
+def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: str | None = None,
+              workers: int | None = None, show_progress: bool = True, force: bool = False,
+              on_cell: Callable[[Cell, dict[str, Any]], None] | None = None, write_tables: bool = True) -> SweepRun:
+    """Run the cells of ``sweep`` not yet finished in ``out``; write ``sweep.csv``, ``aggregate.csv``, plots.
+
+    ``executor``: ``ray`` or ``serial``; ``address``: a Ray cluster to attach to (default: a
+    private local Ray with ``workers`` CPUs, default all cores); ``force``: discard finished
+    cells first; ``on_cell(cell, result)``: called after each cell is written (or failed).
+    """
+    if executor not in ("ray", "serial"):
+        raise RaytestbedError(f"executor {executor!r}: expected ray or serial")
+    if workers is not None and workers < 1:
+        raise RaytestbedError("--workers must be >= 1")
+    t0 = time.perf_counter()
+    out = Path(out)
+    cells = sweep.cells()
+    if force and (out / CELLS).exists():
+        shutil.rmtree(out / CELLS)
+    (out / CELLS).mkdir(parents=True, exist_ok=True)
+    _remove_partials(out / CELLS)
+    res = SweepRun(out)
+    todo = []
+    for c in cells:
+        if finished_summary(out / CELLS / c.key, c) is not None:
+            res.kept.append(c.key)
+        else:
+            todo.append(c)
+    bar = tqdm(total=len(cells), initial=len(res.kept), unit="cell", desc=sweep.name,
+               disable=None if show_progress else True, smoothing=0.1)
+
+    def done(cell: Cell, result: dict[str, Any]) -> None:
+        if result["ok"]:
+            write_cell(out / CELLS / cell.key, cell, result)
+            res.ran.append(cell.key)
+        else:
+            res.failed.append({**cell.describe(), "error": result["error"], "host": result.get("host")})
+            bar.write(f"cell {cell.key} failed: {result['error']}")
+        bar.update(1)
+        bar.set_postfix(failed=len(res.failed), refresh=False)
+        if on_cell is not None:
+            on_cell(cell, result)
+
+    emu = [c for c in todo if c.backend.split(":")[0] == "emu"]
+    rest = [c for c in todo if c.backend.split(":")[0] != "emu"]
+    try:
+        if executor == "ray" and rest and _run_on_ray(rest, done, address, workers):
+            pass
+        else:
+            for c in rest:
+                done(c, run_cell(c))
+        for c in emu:
+            done(c, run_cell(c))
+    finally:
+        bar.close()
+        res.wall_s = time.perf_counter() - t0
+        if write_tables:
+            from raytestbed.experiments.tables import write_sweep_tables
+
+            res.table = write_sweep_tables(sweep, cells, out, res.failed)
+    return res
+
+
+@contextlib.contextmanager
+def full_priority_workers():
+    """Start Ray nodes whose workers run at normal priority (``RAY_worker_niceness=0``).
+
+    Ray starts its workers at niceness 15 by default; a sweep's cells are the work itself, and at
+    niceness 15 they lose the CPU to any other process of the host, so a sweep on Ray would be
+    slower than the same cells in one ordinary process. Only nodes started inside the block are
+    affected (a cluster started with ``ray start`` keeps its own setting).
+    """
+    key = "RAY_worker_niceness"
+    old = os.environ.get(key)
+    os.environ[key] = "0"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old
+
+
+def open_ray(address: str | None, workers: int | None):
+    """Connect to Ray (``address``) or start a private local Ray with ``workers`` CPUs.
+
+    A local Ray that fails to start (e.g. an overloaded host) is reported on stderr and None is
+    returned: the caller runs the cells in this process instead. A cluster that cannot be
+    reached is a one-line error.
+    """
+    from raytestbed.emu.raysession import RaySession
+
+    try:
+        with full_priority_workers():
+            return RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
+                                   object_store_memory=None if address else 256 << 20)
+    except Exception as e:  # noqa: BLE001 - Ray raises plain exceptions on start-up failures
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if address:
+            raise RaytestbedError(f"--address {address}: cannot connect to Ray: {first}") from None
+        print(f"raytestbed: the local Ray did not start ({first}); running the cells in this process",
+              file=sys.stderr)
+        return None
+
+
+def _run_on_ray(cells: list[Cell], done, address: str | None, workers: int | None) -> bool:
+    """Every cell as a Ray task (1 CPU, no retry); results handled as they arrive. False: no Ray."""
+    import ray
+
+    session = open_ray(address, workers)
+    if session is None:
+        return False
+    try:
+        task = ray.remote(num_cpus=1, max_retries=0)(run_cell)
+        pending = {task.remote(c): c for c in cells}
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                cell = pending.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except Exception as e:  # noqa: BLE001 - a worker crash fails this cell only
+                    first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+                    result = {"ok": False, "error": f"{type(e).__name__}: {first}", "wall_s": 0.0}
+                done(cell, result)
+    finally:
+        session.close()
+    return True
+
+
+def _remove_partials(root: Path) -> None:
+    """Remove the half-written cell folders of an interrupted run (``*.partial-PID``, ``*.old-PID``)."""
+    for p in list(root.rglob("*.partial-*")) + list(root.rglob("*.old-*")):
+        if p.is_dir():
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def print_failures(res: SweepRun, file=None) -> None:
+    """One line per failed cell (stderr by default)."""
+    for f in res.failed:
+        print(f"raytestbed: cell {f['cell']} failed: {f['error']}", file=file or sys.stderr)

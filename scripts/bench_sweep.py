@@ -1,0 +1,14 @@
+"""Benchmark `raytestbed sweep`: 7 A-SRPT-paper policies x 4 seeds in one process vs on a 2-node Ray cluster.
+
+    .venv/bin/python scripts/bench_sweep.py [--seeds 4] [--cpus-per-node 1]
+    raytestbed bench sweep [...]
+
+The code lives in raytestbed/experiments/benches/sweep.py; results: docs/benchmarks.md.
+"""
+
+import sys
+
+from raytestbed.experiments.benches.sweep import main
+
+if __name__ == "__main__":
+    sys.exit(main())
