@@ -166,7 +166,7 @@ Every job is one coflow: its JCT is the coflow completion time (CCT; the JCT CDF
 CDF). Bins: S(hort) = largest flow < 5 MiB, else L(ong); N(arrow) = at most 50 flows, else W(ide).
 Slowdown = CCT / the coflow's stand-alone optimum (`lower_bound_s`, O3 eq. 26).
 
-{_md_table(bins)}
+{md_table(bins)}
 """
     out = folder / "report.md"
     out.write_text(text, encoding="utf-8")
