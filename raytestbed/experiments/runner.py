@@ -21,7 +21,6 @@ their own and always run one after the other in this process, after the others.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import sys
@@ -114,27 +113,6 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
     return res
 
 
-@contextlib.contextmanager
-def full_priority_workers():
-    """Start Ray nodes whose workers run at normal priority (``RAY_worker_niceness=0``).
-
-    Ray starts its workers at niceness 15 by default; a sweep's cells are the work itself, and at
-    niceness 15 they lose the CPU to any other process of the host, so a sweep on Ray would be
-    slower than the same cells in one ordinary process. Only nodes started inside the block are
-    affected (a cluster started with ``ray start`` keeps its own setting).
-    """
-    key = "RAY_worker_niceness"
-    old = os.environ.get(key)
-    os.environ[key] = "0"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
-
-
 def open_ray(address: str | None, workers: int | None):
     """Connect to Ray (``address``) or start a private local Ray with ``workers`` CPUs.
 
@@ -145,9 +123,8 @@ def open_ray(address: str | None, workers: int | None):
     from raytestbed.emu.raysession import RaySession
 
     try:
-        with full_priority_workers():
-            return RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
-                                   object_store_memory=None if address else 256 << 20)
+        return RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
+                               object_store_memory=None if address else 256 << 20)
     except Exception as e:  # noqa: BLE001 - Ray raises plain exceptions on start-up failures
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         if address:

@@ -55,9 +55,9 @@ def two_node_cluster(cpus_per_node: int):
     os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     _refresh_ray_auth_config()
-    from raytestbed.experiments.runner import full_priority_workers
+    from raytestbed.emu.raysession import full_priority_workers
 
-    with full_priority_workers():  # workers at normal priority, as the serial run (runner.full_priority_workers)
+    with full_priority_workers():  # workers at normal priority, as the serial run (raysession.full_priority_workers)
         c = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": cpus_per_node})
         c.add_node(num_cpus=cpus_per_node)
         c.wait_for_nodes()
