@@ -7,7 +7,7 @@ GPU ids are global integers: server ``m`` owns the contiguous range
   (bytes/s); a NIC is full duplex, so both directions have their own capacity.
 * ``("rack_up", r)`` / ``("rack_down", r)``: rack r's ToR-to-core uplink and the
   core-to-ToR downlink, present only when racks are configured (GADGET's two-tier
-  fat-tree, gadget.md GD-7).
+  fat-tree).
 
 Traffic between two GPUs of one server does not touch any link: it is limited
 per flow by the intra-server bandwidth ``intra_bps`` (point-to-point NVLink/PCIe,

@@ -60,7 +60,7 @@ def asrpt_stage_times(
 
     Implements A-SRPT eq. (4) comp = p^f + p^b; eq. (5) comm =
     g (E_in + E_out) / B_inter + (L_in + L_out) / B_intra, dropping the missing
-    neighbour's terms for the first and last stage (spec AS-2); eq. (6)
+    neighbour's terms for the first and last stage; eq. (6)
     AllReduce = 2(k-1)h / (k (x/g) B_inter) if some replicas are elsewhere, else
     2(k-1)h / (k B_intra). ``bwd_coef`` and ``allreduce_coef`` are the optional
     overlap coefficients of §III-B (default 1: no overlap).
@@ -179,7 +179,7 @@ def asrpt_alpha_min_tilde(
 
 @dataclass(frozen=True, slots=True)
 class SjfbcoParams:
-    """Constants of SJF-BCO's model (sjfbco.md §2).
+    """Constants of SJF-BCO's model.
 
     Attributes:
         xi1: contention constant, k_j = xi1 * p_j (eq. 7), in (0, 1].
@@ -202,7 +202,7 @@ class SjfbcoParams:
 
 
 def sjfbco_degradation(k: float, alpha: float) -> float:
-    """f(alpha, k) = k + alpha (k - 1): the paper's linear example (sjfbco.md §2.4); f(alpha, 1) = 1."""
+    """f(alpha, k) = k + alpha (k - 1): the paper's linear example; f(alpha, 1) = 1."""
     return k + alpha * (k - 1.0)
 
 
@@ -245,7 +245,7 @@ def sjfbco_iteration_time(
 
     tau = (m/w) 2(w-1) / B + (m/w)(w-1) / C + gamma + FP + BP, with
     B = b_intra on one server, else b_inter / f(alpha, k) with k = max(1, xi1 p_j)
-    (clamped, spec SB-7), and gamma = xi2 * #servers. m = gradient bytes of the
+    (clamped), and gamma = xi2 * #servers. m = gradient bytes of the
     job's stage, w = its workers, FP = ``fwd_s`` (the whole mini-batch, Delta^f M),
     BP = ``bwd_s``.
     """
@@ -398,7 +398,7 @@ class SjfbcoModel(IterationModel):
 class GadgetModel(IterationModel):
     """GADGET eq. (1): b = B_intra on one server, else the NIC bandwidth.
 
-    ``per_worker_iterations`` (GADGET §VI, gadget.md §6 budget_mode=iterations):
+    ``per_worker_iterations`` (GADGET §VI budget_mode=iterations):
     when true, a job's ``iterations`` count *worker*-iterations (F_i): each of its
     w workers does one iteration every tau seconds (zeta_i = 1/tau per worker), so
     one worker-iteration of the job takes tau / w seconds.

@@ -15,7 +15,7 @@ No Ray, no asyncio: a pure model that the virtual clock (:mod:`raytestbed.emu.vc
 * NIC sharing (``nic_share``): ``"fair"`` (default) shares each NIC by weighted
   max-min among the connections crossing it, so a lone flow gets the whole NIC;
   ``"reserved"`` gives every GPU its own B_inter/g of its server's NIC in each
-  direction (A-SRPT §III-A's model, spec README §3 ``reserved_share``): an
+  direction (A-SRPT §III-A's model, ``reserved_share``): an
   inter-server transfer also crosses its source GPU's ``("gpu_out", gpu)`` and
   its destination GPU's ``("gpu_in", gpu)`` link, each of capacity NIC / g, and
   connections are per GPU pair. The GPU links of a server add up to its NIC, so

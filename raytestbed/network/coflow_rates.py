@@ -1,7 +1,7 @@
 """Per-flow rates for the active coflows of several jobs, computed on arrays.
 
-Building blocks of the coflow network policies (``parrot``, ``aalo``, ``lccf``;
-spec parrot.md §3.3-3.4, §6.2). Rates are bytes/s, volumes bytes, times seconds.
+Building blocks of the coflow network policies (``parrot``, ``aalo``, ``lccf``).
+Rates are bytes/s, volumes bytes, times seconds.
 
 * :class:`~raytestbed.core.flows.Flows` (from ``view.flows()``): the active coflows as
   arrays (flow ids, coflow index, src/dst server, remaining and total bytes, link
@@ -15,8 +15,7 @@ spec parrot.md §3.3-3.4, §6.2). Rates are bytes/s, volumes bytes, times second
   capacity left after the common factor is shared by weighted max-min (the core
   allocator's progressive filling) among flows whose links all have spare
   capacity, so afterwards every flow crosses a saturated link.
-* :func:`priority_fill`: greedy coflow-level filling in priority order (spec
-  §6.2, impl.): each coflow gets its O3 rates times min{1, min_l R_l / b_l}.
+* :func:`priority_fill`: greedy coflow-level filling in priority order (impl.): each coflow gets its O3 rates times min{1, min_l R_l / b_l}.
 
 Links are the cluster's: every server's NIC egress and ingress, plus rack
 up/down links for inter-rack flows when racks exist. Flows inside one server
@@ -112,7 +111,7 @@ def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np
 def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: bool = False,
                   start: np.ndarray | None = None, fast: bool = True, base: np.ndarray | None = None) -> np.ndarray:
     """Greedy filling: coflows in ``order`` (coflow indices) each get their O3 rates times
-    min{1, min_l R_l / b_l} of the capacity R (bytes/s) left by earlier ones (spec parrot.md §6.2),
+    min{1, min_l R_l / b_l} of the capacity R (bytes/s) left by earlier ones,
     b_l = the coflow's O3 load on link l (bytes/s). Returns every flow's rate, bytes/s.
     ``first_only``: coflows after the first get rate 0 (the "-wo-WC" baselines).
     ``start``: rates already given (bytes/s); the filling then adds to them within the capacity they leave.

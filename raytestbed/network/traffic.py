@@ -1,4 +1,4 @@
-"""Per-iteration traffic of a placed job, as coflows (spec README §3, "(impl.)").
+"""Per-iteration traffic of a placed job, as coflows (impl.).
 
 One iteration of a job is a compute phase followed by one or more coflows:
 
@@ -16,7 +16,7 @@ Flows of one coflow between the same pair of *different* servers are merged
 into one flow (one connection per server pair). Flows inside one server (``src
 == dst``) are kept one per GPU pair, unmerged: each is capped by the
 intra-server bandwidth on its own and they do not contend (``core/cluster.py``:
-B_intra is point-to-point; spec README §3 "same-server hops use B_intra"), as
+B_intra is point-to-point), as
 the emulator's fabric paces them. (Merging them made k same-server ring hops
 one flow of k times the bytes at one B_intra: k times too slow.)
 

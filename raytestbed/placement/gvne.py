@@ -1,12 +1,12 @@
 """Per-slot generalised virtual network embedding (G-VNE) of ring jobs (GADGET §V-C).
 
 Problem (12)–(19): each active job ``i`` may get a ring of size kappa in Q_i =
-{1..q_i} with incremental utility ``pi[i][kappa-1]`` (gadget.md GD-1); rings are
+{1..q_i} with incremental utility ``pi[i][kappa-1]``; rings are
 embedded onto servers (GPU and memory capacities, eqs. 16/18) and links (each
 inter-server hop reserves ``b_i`` bytes/s on its path, eqs. 17/19). Maximise
 sum of pi over embedded jobs.
 
-Solvers behind one interface, :func:`solve_slot` (gadget.md §5.6):
+Solvers behind one interface, :func:`solve_slot`:
 
 * ``exact_literal``: the ILP (12)–(19) exactly as printed (virtual nodes
   varrho^u_{i,kappa,a}, unit flows theta^{u,v}_{i,kappa,a,b} on the directed
@@ -27,7 +27,7 @@ Solvers behind one interface, :func:`solve_slot` (gadget.md §5.6):
   omega^k with probability phi^k, none with 1 - sum phi). A rounding that
   violates a capacity is repaired (embedded jobs admitted by decreasing pi, one
   that does not fit is dropped); the best feasible rounding is returned, so no
-  allocation ever exceeds a capacity (gadget.md GD-6, GD-11). If rounding embeds
+  allocation ever exceeds a capacity. If rounding embeds
   nothing while the LP says something fits, the greedy embedding is used and the
   fallback is logged. ``fill=True`` then packs still-unembedded jobs greedily
   into leftover capacity (work conservation; an impl. choice, reported
@@ -696,7 +696,7 @@ def fill_by_log_pi(embs: dict[int, RingEmbedding], jobs: list[SlotJob], sub: Sub
 
 
 def solve_greedy(jobs: list[SlotJob], sub: Substrate) -> SlotSolution:
-    """Greedy fallback (gadget.md §5.6, mode 3)."""
+    """Greedy fallback (mode 3)."""
     t0 = time.perf_counter()
     embs = _fill({}, jobs, sub)
     return SlotSolution(embs, utility_of(embs, jobs), "greedy", wall_s=time.perf_counter() - t0)

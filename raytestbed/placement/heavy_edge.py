@@ -1,4 +1,4 @@
-"""Heavy-Edge GPU mapping (A-SRPT §IV-B; spec asrpt.md §4).
+"""Heavy-Edge GPU mapping (A-SRPT §IV-B).
 
 A job is a graph Omega = (V, E): one vertex per stage replica (s, r), edges weighted
 by the bytes the two replicas exchange per iteration:
@@ -7,8 +7,8 @@ by the bytes the two replicas exchange per iteration:
   2 d^out_{s-1} / k_s = 2 A_{s-1} / (k_{s-1} k_s) bytes (A = activation bytes
   crossing the boundary, ``StageProfile.out_bytes``);
 * ring all-reduce (RAR) among the k_s >= 2 replicas of stage s: ring edges
-  (r, r+1 mod k), weight 2 (k-1) h / k; for k = 2 one edge of weight h (AS-8);
-* tree all-reduce (TAR): the edges of NCCL's double binary tree (AS-7), weight
+  (r, r+1 mod k), weight 2 (k-1) h / k; for k = 2 one edge of weight h;
+* tree all-reduce (TAR): the edges of NCCL's double binary tree, weight
   (k-1) h / k each, a pair in both trees gets the summed weight.
 
 The greedy procedure partitions the graph into the chosen servers' free-GPU counts,
@@ -16,11 +16,11 @@ largest server first (ties by position), with both special cases of the paper:
 
 1. the unassigned vertices exactly fill the server: all of them go there;
 2. a one-GPU server takes the unassigned vertex with the least total incident
-   weight in the full graph (ties: smallest (s, r)) (AS-5);
+   weight in the full graph (ties: smallest (s, r));
 
 otherwise ``node_set`` grows by the heaviest edge joining it to an unassigned
-vertex (seeded by the heaviest edge inside the unassigned set, AS-4); with no
-connecting edge a uniformly random unassigned vertex is added (seeded RNG, AS-6).
+vertex (seeded by the heaviest edge inside the unassigned set); with no
+connecting edge a uniformly random unassigned vertex is added (seeded RNG).
 Edge ties: larger weight, then smallest new vertex (s, r).
 
 Determinism: the RNG is seeded from ``seed`` and the server capacities, not from
@@ -81,7 +81,7 @@ class JobGraph:
 
 
 def nccl_double_binary_tree(k: int) -> list[tuple[int, int, int]]:
-    """Edges (parent, child, tree) of NCCL's double binary tree over ranks 0..k-1 (spec AS-7).
+    """Edges (parent, child, tree) of NCCL's double binary tree over ranks 0..k-1.
 
     Tree 0: for r >= 1 with lowest set bit b, parent = (r ^ b) | (b << 1), or r ^ b
     if that is >= k (NCCL ``ncclGetBtree``). Tree 1: tree 0 shifted by one rank
@@ -127,7 +127,7 @@ def _graph(stages: tuple[Stage, ...], allreduce: AllReduceKind) -> JobGraph:
             continue
         if allreduce is AllReduceKind.RING:
             x = 2.0 * (k - 1) * h / k
-            pairs = {tuple(sorted((r, (r + 1) % k))) for r in range(k)}  # k = 2: one edge (AS-8)
+            pairs = {tuple(sorted((r, (r + 1) % k))) for r in range(k)}  # k = 2: one edge
             for a, b in sorted(pairs):
                 add((s, a), (s, b), x)
         else:

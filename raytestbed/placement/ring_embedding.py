@@ -4,7 +4,7 @@ A job's ``w`` workers sit on one or more servers. On one server no link is used
 (any logical topology works inside a server, GADGET Fig. 2a). On several servers
 the used servers form **one directed cycle**: every used server sends exactly one
 inter-server hop and receives exactly one (degree 2, eq. 9 restricted to hosting
-servers, gadget.md GD-3), and each hop reserves the job's bandwidth ``b_i``
+servers), and each hop reserves the job's bandwidth ``b_i``
 (bytes/s) on every link of its path (eq. 8). Workers of one server are
 consecutive in the ring, servers of one rack are consecutive, so a multi-rack
 ring crosses each used rack's up- and downlink exactly once — the fewest link

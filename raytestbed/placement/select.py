@@ -1,6 +1,6 @@
 """Server selection and A-SRPT placement estimates shared by A-SRPT and its baselines.
 
-* :func:`most_available` / :func:`least_available` (spec asrpt.md §5.4): walk the
+* :func:`most_available` / :func:`least_available`: walk the
   servers with free GPUs sorted by free count descending / ascending (ties by
   server id), taking all free GPUs of each until g_i are collected (the last
   server gives only what is still needed).

@@ -1,21 +1,21 @@
 """SJF-BCO (Yu et al., MobiHoc'22, Algorithms 1-3) and its baselines FF, LS, RAND as offline planners.
 
-Algorithm 1 (sjfbco.md §4.1): jobs sorted by G_j (smallest first, ties by job
+Algorithm 1: jobs sorted by G_j (smallest first, ties by job
 id); integer bisection on the per-GPU budget theta_u over [1, T] (a budget whose
 best makespan is no worse than the best so far moves ``right`` down, anything
 else moves ``left`` up; the printed strict rule of L25 is available as
 ``bisection="listing"``, see :meth:`SjfbcoPlanner._bisect`); for each theta_u every
-kappa = 1..max G_j is a separate trial (U, clock and cluster reset, SB-1) that
+kappa = 1..max G_j is a separate trial (U, clock and cluster reset) that
 places G_j <= kappa jobs with FA-FFP (Alg. 2) and the others with LBSGF (Alg. 3);
-an abandoned trial counts as makespan T (SB-2). Trials run on the event-driven
+an abandoned trial counts as makespan T. Trials run on the event-driven
 clock of :mod:`raytestbed.placement.sjfbco_trial`, so T_j includes eq. (8)
 contention from jobs that start later.
 
-Estimated execution time rho^_j = F_j tau^lo_j with u = 1 (SB-3): the load a job
+Estimated execution time rho^_j = F_j tau^lo_j with u = 1: the load a job
 adds to each of its GPUs' U^g_s, in seconds. A GPU is available for job j when it
-is free at the planning time and U + rho^_j <= theta_u (SB-5).
+is free at the planning time and U + rho^_j <= theta_u.
 
-Baselines (sjfbco.md §6.2, SB-10): FF and LS use the same bisection without the
+Baselines: FF and LS use the same bisection without the
 kappa loop; RAND uses theta_u = T (no search).
 
 kappa values that split the jobs the same way (same set of sizes <= kappa) give
@@ -47,14 +47,14 @@ Selector = Callable[[ContentionTrial, Job, float, float], "np.ndarray | None"]
 
 
 def _eligible(trial: ContentionTrial, rho: float, theta: float) -> np.ndarray:
-    """Mask of GPUs free now with U + rho^/u <= theta_u (SB-5)."""
+    """Mask of GPUs free now with U + rho^/u <= theta_u."""
     return trial.free & (trial.U + rho <= theta + 1e-9)
 
 
 def fa_ffp(trial: ContentionTrial, job: Job, rho: float, theta: float) -> np.ndarray | None:
     """Algorithm 2, fragment-aware first-fit packing: the G_j available GPUs with the least U.
 
-    Ties (SB-4, impl.): GPUs on servers already hosting running jobs first, then
+    Ties (impl.): GPUs on servers already hosting running jobs first, then
     servers with the fewest free GPUs (best fit), then server id, then GPU id.
     """
     ok = _eligible(trial, rho, theta)
@@ -142,7 +142,7 @@ class RunningInfo:
     """A job already holding GPUs when an online re-plan starts.
 
     ``remaining_iterations`` drive its completion in the trial; ``remaining_s``
-    (estimated seconds left) initialises U on its GPUs (sjfbco.md §7b).
+    (estimated seconds left) initialises U on its GPUs.
     """
 
     job: Job
@@ -295,7 +295,7 @@ class SjfbcoPlanner:
         to smaller budgets, so equal makespans lead to the tightest budget
         theta~_u that Lemma 2 / Theorem 5 refer to. ``"listing"``: L25 exactly as
         printed (m_theta < m), under which a tie moves the search to *larger*
-        budgets (SB-9).
+        budgets.
         """
         T = self.horizon
         m, best, best_theta, best_kappa = T, None, None, None

@@ -1,10 +1,9 @@
 """One SJF-BCO planning trial: an event-driven list-scheduling clock with eq. (8) timing.
 
-SJF-BCO's completion times T_j depend on the contention of jobs that start later
-(sjfbco.md §4.4, spec SB-6), so every (theta_u, kappa) trial of Algorithm 1 is
+SJF-BCO's completion times T_j depend on the contention of jobs that start later, so every (theta_u, kappa) trial of Algorithm 1 is
 simulated: jobs are placed in order at the planning clock; when the current job
 does not fit, the clock jumps to the next completion of a running job. Progress
-is fractional (spec SB-8): a job runs at 1 / tau_j iterations per second, where
+is fractional: a job runs at 1 / tau_j iterations per second, where
 tau_j is SJF-BCO eq. (8) (:func:`raytestbed.core.timing.sjfbco_iteration_time`)
 re-evaluated for every split job whose contention count changes, i.e. whenever a
 split job sharing one of its servers starts or ends.
@@ -61,7 +60,7 @@ class PlanContext:
         return t
 
     def tau_lo(self, job: Job) -> float:
-        """tau^lo_j: eq. (8) on one server, no contention (sjfbco.md §2.7), seconds."""
+        """tau^lo_j: eq. (8) on one server, no contention, seconds."""
         return self.tau(job, 1, 0)
 
 
@@ -90,7 +89,7 @@ class TrialResult:
 
 
 class ContentionTrial:
-    """The planning clock of one trial (sjfbco.md §4.4).
+    """The planning clock of one trial.
 
     Args:
         ctx: the search context.

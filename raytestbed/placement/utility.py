@@ -1,4 +1,4 @@
-"""GADGET utility functions mu_i and incremental utilities pi_{i,kappa} (GADGET §IV-3, §VI-1; gadget.md §3.4).
+"""GADGET utility functions mu_i and incremental utilities pi_{i,kappa} (GADGET §IV-3, §VI-1).
 
 Every utility is a function of the job's *progress* x = zeta_i * (worker-slots received),
 i.e. its (worker-)iterations:
@@ -6,17 +6,17 @@ i.e. its (worker-)iterations:
 * ``sigmoid`` (the experiments, §VI-1): lambda1 / (1 + exp(-lambda2 (x - lambda3))).
 * ``sqrt`` (excessive-training avoidance): C sqrt(x), C = lambda1.
 * ``log`` (proportional fairness, zeta_i = 1): lambda1 log(1 + z) with z the worker-slots
-  (log(1+.) instead of log, gadget.md GD-4).
-* ``energy`` (energy efficiency with a positive term, GD-4): lambda1 (u - e u^2) with
+  (log(1+.) instead of log).
+* ``energy`` (energy efficiency with a positive term): lambda1 (u - e u^2) with
   u = x / F_i and e = ``energy_weight`` (concave; increasing while u < 1/(2e)).
 
-``pi_{i,kappa} = mu_i(x + zeta_i kappa) - mu_i(x)`` (gadget.md GD-1), a constant per
+``pi_{i,kappa} = mu_i(x + zeta_i kappa) - mu_i(x)``, a constant per
 (job, ring size), which keeps the per-slot ILP (12) linear for any mu.
 
 ``envelope=True`` (impl., not in the paper) makes the greedy use the *least concave
 majorant* of the sigmoid instead: the tangent line from (0, mu(0)) to the sigmoid,
 touching it at x* > lambda3, then the sigmoid. It is concave (the assumption of
-Lemma 5 / Thm 6 that the sigmoid breaks, gadget.md GD-4) and gives a job far below
+Lemma 5 / Thm 6 that the sigmoid breaks) and gives a job far below
 lambda3 a positive pi (its utility per iteration) where the raw sigmoid's pi
 underflows to 0. Scores are always computed with the true mu.
 """

@@ -1,4 +1,4 @@
-"""Iteration-count predictors (A-SRPT §IV-C-3, §V-B-2-d; spec asrpt.md §6).
+"""Iteration-count predictors (A-SRPT §IV-C-3, §V-B-2-d).
 
 Contract of every predictor::
 
@@ -10,7 +10,7 @@ Contract of every predictor::
 * ``rf``: scikit-learn ``RandomForestRegressor(n_estimators=100,
   criterion="squared_error")`` on (group id, user id), both ordinal codes fitted on
   the training set (an unseen user of a seen group gets code -1); predictions are
-  rounded to the nearest integer >= 0 (AS-15). A job whose **group** is absent
+  rounded to the nearest integer >= 0. A job whose **group** is absent
   from the training data is predicted 0 (paper: it then finishes at once in the
   virtual instance).
 * ``rf-features``: the same forest on (group id, user id) plus the numeric features
@@ -21,7 +21,7 @@ Contract of every predictor::
   Offline evaluation only (:mod:`raytestbed.predict.evaluate`): the online policies'
   history rows carry no features, so it is not in ``PREDICTORS``.
 * ``mean`` / ``median``: the mean / median iterations of the group's completed
-  jobs (rounded), 0 for an unseen group (AS-16).
+  jobs (rounded), 0 for an unseen group.
 * ``last<k>`` (e.g. ``last20``): the median of the group's last k completed jobs
   (in the order given to ``fit``), 0 for an unseen group.
 * ``perfect``: the true n_i (A-SRPT-Perfect); only through :meth:`predict_job`.

@@ -1,11 +1,11 @@
-"""Aalo baseline as Parrot evaluates it: least-bytes-sent first (spec parrot.md §6.2).
+"""Aalo baseline as Parrot evaluates it: least-bytes-sent first.
 
 The paper's "conceptually equivalent" simplification of Aalo [PR §6], not Aalo's
 multi-level queues: jobs with an active coflow are served in ascending order of
 bytes sent so far (ties: arrival, id). Coflows are filled greedily in that
 order, each with its O3 rates (eqs. 26-27) on its remaining bytes times
 min{1, min_l R_l / b_l} of the capacity R left by the jobs before it (the paper's
-"distributes residual bandwidth between remaining jobs", spec PR-12; default).
+"distributes residual bandwidth between remaining jobs"; default).
 ``fill_residual: true`` (an extension, default false since the reproduction
 compares the greedy baselines) then shares the capacity still left by max-min
 among flows whose links all have room. ``aalo-wo-wc`` serves only the first

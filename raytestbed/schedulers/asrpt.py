@@ -1,4 +1,4 @@
-"""A-SRPT and A-SRPT-Perfect (A-SRPT §IV-C, Algorithm 1; spec asrpt.md §5).
+"""A-SRPT and A-SRPT-Perfect (A-SRPT §IV-C, Algorithm 1).
 
 On arrival of job i: ñ_i from the predictor (0 for an unseen group),
 alpha~min_i (fewest-servers layout + Heavy-Edge, eq. 7), alpha^max_i, the
@@ -14,12 +14,12 @@ free GPUs of the whole cluster nothing starts (L5/L25); otherwise
   COMM_HEAVY (L12); else it waits up to D_i = tau p~_i seconds (L16) for a
   placement with alpha_i < kappa (the alpha of the first attempt, L15/L18) and
   starts when one appears or when the window ends (L20, with the placement
-  computed then, AS-11);
+  computed then);
 * any other job takes GPUs from the servers with the **fewest** free GPUs
   (L22) and starts at once.
 
 Time is event-driven, not slotted: availability changes only when jobs finish, so
-a placement is re-evaluated at every event (spec §5.5 allows this); the window
+a placement is re-evaluated at every event; the window
 (now, now + D_i] is continuous, so D_i = 0 starts at once. The policy asks the
 backend for a :class:`WakeUp` at the next virtual completion (when the queue could
 act on it) and at the end of a delay window.
@@ -190,7 +190,7 @@ class AsrptPolicy(Policy):
         predictor: ``rf`` (default), ``mean``, ``median``, ``perfect`` or ``given``.
         retrain_every: refit the predictor every this many completions.
         history: (group, user, iterations) rows fitted before the first job.
-        tau: delay factor tau (spec default 1.0; the paper's testbed used 0).
+        tau: delay factor tau (default 1.0; the paper's testbed used 0).
         comm_heavy: COMM_HEAVY threshold (paper: 1.5).
         delay_mode: ``blocking`` (literal listing) or ``deferred``.
         calibrate: scale new arrivals' alpha estimates by measured/modelled ratios

@@ -1,4 +1,4 @@
-"""A-SRPT's five baselines (A-SRPT §V-A-1-d; spec asrpt.md §7), all with Heavy-Edge mapping.
+"""A-SRPT's five baselines (A-SRPT §V-A-1-d), all with Heavy-Edge mapping.
 
 | id | order (ascending) | queue |
 |---|---|---|
@@ -12,7 +12,7 @@ Ties: arrival time, then job id. Predictions are made once, at arrival, by the
 same online predictor as A-SRPT (random forest by default, refitted every
 ``retrain_every`` completions; an unseen group is predicted 0). GPUs come from
 the servers with the most free GPUs (consolidating), mapped by Heavy-Edge, no
-delay (AS-14). Non-preemptive, gang. Each prediction is kept in ``predictions``
+delay. Non-preemptive, gang. Each prediction is kept in ``predictions``
 (``jobs.csv``'s ``predicted_iterations``); ``wcs-subtime`` predicts nothing, so its
 column stays empty.
 """

@@ -1,10 +1,10 @@
-"""Shared driver of the coflow network policies (Parrot, Aalo, LCCF; spec parrot.md §3.5, §6).
+"""Shared driver of the coflow network policies (Parrot, Aalo, LCCF).
 
 A coflow policy recomputes the rate of every active flow when it observes a
 scheduling event (a coflow becomes valid or completes, Parrot Alg. 1 S1) and
 emits them as one :class:`SetFlowRates`; rates stay frozen between decisions.
 
-Observation (spec PR-11): with ``observe_interval_s`` = None (default) events
+Observation: with ``observe_interval_s`` = None (default) events
 are observed at once. With eta > 0 the policy only looks at multiples of eta
 (a :class:`Tick`): a newly valid coflow gets rate 0 until the next tick, the
 bandwidth of a finished coflow stays unused until then.
@@ -41,8 +41,8 @@ from raytestbed.schedulers.base import (
 )
 
 #: Default of ``fill_residual`` for every coflow policy (Parrot, Aalo, LCCF): no weighted max-min
-#: pass over the capacity the paper's rules leave (an extension, spec PR-7); Aalo/LCCF fill
-#: greedily as the paper describes them (PR-12). The reported configuration (docs/reproductions.md).
+#: pass over the capacity the paper's rules leave (an extension); Aalo/LCCF fill
+#: greedily as the paper describes them. The reported configuration (docs/reproductions.md).
 FILL_RESIDUAL_DEFAULT = False
 
 

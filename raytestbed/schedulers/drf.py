@@ -1,4 +1,4 @@
-"""DRF with ring-forming placement: GADGET's DRF baseline (GADGET §VI-2, gadget.md §6).
+"""DRF with ring-forming placement: GADGET's DRF baseline (GADGET §VI-2).
 
 Dominant Resource Fairness (YARN / Mesos) with every job as a user. Resources:
 GPUs, host memory and reserved NIC bandwidth. A job asks for N_i workers

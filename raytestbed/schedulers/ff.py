@@ -1,4 +1,4 @@
-"""First-Fit baseline of SJF-BCO: first free GPUs within the budget, server by server, bisection on theta_u (sjfbco.md §6.2).
+"""First-Fit baseline of SJF-BCO: first free GPUs within the budget, server by server, bisection on theta_u.
 
 Same smallest-job-first order, gang dispatch and re-plan adapter as SJF-BCO
 (:class:`raytestbed.schedulers.sjfbco.PlanDispatchPolicy`); only the planner rule

@@ -6,7 +6,7 @@ lowest-id server that can hold the whole job; otherwise free GPUs are taken from
 servers in id order. Parameter-server tasks go on random distinct servers
 (seeded), as in Parrot's setup (parrot.md §6.1). With ``spread: random`` every
 replica goes on its own server chosen at random among servers with a free GPU
-(Parrot §6.1: "each PS or worker ... placed at random", spec PR-8: distinct
+(Parrot §6.1: "each PS or worker ... placed at random": distinct
 servers per job); if too few servers have a free GPU, first fit is used.
 """
 

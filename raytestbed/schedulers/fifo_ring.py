@@ -1,4 +1,4 @@
-"""FIFO with ring-forming placement: GADGET's FIFO baseline (GADGET §VI-2, gadget.md §6).
+"""FIFO with ring-forming placement: GADGET's FIFO baseline (GADGET §VI-2).
 
 Slotted (one decision per ``slot_s``), non-preemptive, strict arrival order: the
 oldest waiting job starts with its fixed worker count (``job.extra["fixed_workers"]``,

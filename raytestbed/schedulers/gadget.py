@@ -4,20 +4,19 @@ Every slot t (a Tick every ``slot_s`` seconds):
 
 1. active set I[t] = arrived jobs with z_{i,t-1} < F_i / l_i (Alg. 1 line 3), where
    z is the worker-slots received so far and l_i = zeta_i (``budget_mode:
-   iterations``, gadget.md GD-8) — the workload stores F_i in worker-iterations;
-2. ring-size bound q_i = min(N_i, remaining budget, total GPUs) (gadget.md §5.1,
-   GD-5); constraint (11) is kept by q_i <= floor(remaining worker-slots), except
+   iterations``) — the workload stores F_i in worker-iterations;
+2. ring-size bound q_i = min(N_i, remaining budget, total GPUs); constraint (11) is kept by q_i <= floor(remaining worker-slots), except
    that a remainder below one worker-slot gets one worker for its last, partial
    slot (the backend stops the job when its F_i iterations are done, so the
    budget is never exceeded);
 3. incremental utilities pi_{i,kappa} = mu_i(zeta z + zeta kappa) - mu_i(zeta z)
-   (GD-1) with mu = sigmoid (experiments), sqrt, log(1+x) or the energy utility
+   with mu = sigmoid (experiments), sqrt, log(1+x) or the energy utility
    (:mod:`raytestbed.placement.utility`), progress capped at F_i;
 4. the per-slot G-VNE (10) by LP-RS-MDE (Algorithm 2) or another mode of
    :func:`raytestbed.placement.gvne.solve_slot`;
 5. the embeddings become this slot's allocation y_is[t]: jobs left out are
    preempted (progress kept), jobs with another size or servers are resized,
-   jobs whose per-server counts are unchanged keep their GPUs (GD-9);
+   jobs whose per-server counts are unchanged keep their GPUs;
 6. z_{i,t} = z_{i,t-1} + sum_s y_is[t] (line 6).
 
 ``tie_break`` (default 0: the paper's objective) adds ``tie_break * kappa`` to every

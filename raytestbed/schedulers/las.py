@@ -1,4 +1,4 @@
-"""LAS (Tiresias) with ring-forming placement: GADGET's LAS baseline (GADGET §VI-2, gadget.md §6).
+"""LAS (Tiresias) with ring-forming placement: GADGET's LAS baseline (GADGET §VI-2).
 
 Least attained service, preemptive: every slot (``slot_s``) all active jobs are
 ordered by the GPU time they have received so far (worker-slots, Tiresias'

@@ -1,4 +1,4 @@
-"""LCCF baseline of Parrot's evaluation: least completed coflows first (spec parrot.md §6.2).
+"""LCCF baseline of Parrot's evaluation: least completed coflows first.
 
 Jobs with an active coflow are served in ascending order of coflows completed so
 far (ties: arrival, id), with the same greedy O3 filling (default) and optional

@@ -1,4 +1,4 @@
-"""List-Scheduling baseline of SJF-BCO: least-loaded GPUs within the budget, bisection on theta_u (sjfbco.md §6.2).
+"""List-Scheduling baseline of SJF-BCO: least-loaded GPUs within the budget, bisection on theta_u.
 
 Same smallest-job-first order, gang dispatch and re-plan adapter as SJF-BCO
 (:class:`raytestbed.schedulers.sjfbco.PlanDispatchPolicy`); only the planner rule

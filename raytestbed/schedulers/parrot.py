@@ -1,18 +1,18 @@
-"""Parrot: coflow-aware bandwidth scheduling of parameter-server jobs (spec parrot.md §3).
+"""Parrot: coflow-aware bandwidth scheduling of parameter-server jobs.
 
 At every observed event (a coflow becomes valid or completes; Alg. 1 S1) for the
 jobs with an active coflow J_Omega (the jobs in a communication phase, §7):
 
 1. LPCAS (Def. 5, S3): the inferred SRPT job is argmin of the key
    (A_m, S_m, arrival, id), A_m = S_m / Z_m with S_m the bytes the job has sent and
-   Z_m its completed coflows; A_m = +inf while Z_m = 0 (spec PR-1; option
-   ``zero_coflows: plus_one`` uses S_m / (Z_m + 1)). Ascending, per Def. 5 (PR-2).
+   Z_m its completed coflows; A_m = +inf while Z_m = 0 (option
+   ``zero_coflows: plus_one`` uses S_m / (Z_m + 1)). Ascending, per Def. 5.
 2. Occupancy ratio (eq. 10, S4):
    theta = min{theta_max, (1/|J|)^(1 / (ln(S/unit + 1) + 1))}, S = sum of S_m in
-   bytes (``bytes_unit``), floored at 1/|J| (PR-5). ``theta_mode: max`` uses
+   bytes (``bytes_unit``), floored at 1/|J|. ``theta_mode: max`` uses
    theta_max as soon as any byte was sent (the paper's Fig. 2 worked example).
 3. Weights (eq. 11, S5-6): W_max = theta / (1 - theta) (|J| - 1) for the inferred
-   job, 1 for the others; a lone job has share 1 (PR-4).
+   job, 1 for the others; a lone job has share 1.
 4. Weighted scaling (S7-9): every coflow's O3 rates on its remaining bytes
    (eqs. 26-27) times W / sum W.
 5. Work conservation (S10): all rates times phi = min_l C_l / L_l (one global
@@ -30,7 +30,7 @@ jobs with an active coflow J_Omega (the jobs in a communication phase, §7):
 
 Defaults: ``fill_order: lpcas, fill_residual: false`` = the configuration
 docs/reproductions.md reports (S10 per coflow in LPCAS order; Aalo/LCCF greedy).
-This departs from spec PR-7, which recommends the single global factor only:
+This departs from the paper's literal step 10, which uses the single global factor only:
 on ms60 at 10 Gbps the paper-literal rule runs every non-inferred job at ~1/260
 of its O3 rate and loses ~3.4x to Aalo (2896 vs 845 s total JCT), whereas the
 per-coflow reading is <= Aalo and LCCF on 21 of 23 runs (robustness table) at
@@ -62,13 +62,13 @@ from raytestbed.schedulers.base import register_policy
 from raytestbed.schedulers.coflow_base import FILL_RESIDUAL_DEFAULT, CoflowPolicy
 
 
-#: Default ``fill_order`` (module docstring: the reported configuration, departs from spec PR-7).
+#: Default ``fill_order`` (module docstring: the reported configuration, departs from the paper's literal step 10).
 FILL_ORDER_DEFAULT = "lpcas"
 
 
 def parrot_theta(n_jobs: int, bytes_sent: float, theta_max: float, mode: str = "eq10",
                  bytes_unit: float = 1.0) -> float:
-    """Occupancy ratio of the inferred job (eq. 10), floored at the fair share 1/|J| (PR-5)."""
+    """Occupancy ratio of the inferred job (eq. 10), floored at the fair share 1/|J|."""
     fair = 1.0 / n_jobs
     if mode == "max":
         theta = theta_max if bytes_sent > 0 else fair
@@ -154,7 +154,7 @@ class ParrotPolicy(CoflowPolicy):
         jobs = list(dict.fromkeys(flows.coflow_job))
         w = self.job_weights(jobs, view)
         cf_w = np.array([w[j] for j in flows.coflow_job], dtype=float)
-        # one active coflow per job (spec §2.1); if a job had several they would split its weight
+        # one active coflow per job; if a job had several they would split its weight
         per_job = {j: 0 for j in jobs}
         for j in flows.coflow_job:
             per_job[j] += 1

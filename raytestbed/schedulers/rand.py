@@ -1,4 +1,4 @@
-"""RAND baseline of SJF-BCO: random servers and GPUs, budget theta_u = T (sjfbco.md §6.2).
+"""RAND baseline of SJF-BCO: random servers and GPUs, budget theta_u = T.
 
 Same smallest-job-first order, gang dispatch and re-plan adapter as SJF-BCO
 (:class:`raytestbed.schedulers.sjfbco.PlanDispatchPolicy`); only the planner rule

@@ -6,7 +6,7 @@ with how many workers on which servers, as ring embeddings
 (:mod:`raytestbed.placement.ring_embedding`); :func:`plan_decisions` turns the
 target embeddings into ``Preempt`` / ``Resize`` / ``StartJob`` decisions with
 concrete GPU ids, keeping a job's GPUs when its per-server worker counts are
-unchanged (gadget.md GD-9).
+unchanged.
 
 Job parameters come from ``job.extra`` (the ``gadget`` workload): ``b_bps``
 (reserved ring bandwidth, bytes/s), ``mem_gb`` (host memory per worker, GB),

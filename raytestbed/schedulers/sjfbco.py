@@ -1,7 +1,7 @@
 """SJF-BCO (Yu et al., MobiHoc'22): plan with Algorithm 1, execute the plan as a gang dispatch list.
 
 The paper is offline: every job waits at t = 0 [SB §4.1]. The adapter
-(sjfbco.md §7, impl.) re-plans whenever new jobs have arrived — batched per
+(impl.) re-plans whenever new jobs have arrived — batched per
 ``replan_interval_s`` tick, so the t = 0 batch of the offline setting is planned
 once, with all jobs — over the jobs that have not started yet, treating running
 jobs' GPUs as busy until their estimated completion and initialising U with

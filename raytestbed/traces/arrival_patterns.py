@@ -1,4 +1,4 @@
-"""Trace-shaped arrival times for synthetic workloads (gadget.md GD-12: "Poisson or another trace's arrivals").
+"""Trace-shaped arrival times for synthetic workloads (the paper's setting allows "Poisson or another trace's arrivals").
 
 GADGET's paper draws its arrivals from the *pattern* of the Google cluster trace (bursty, diurnal),
 which is not available here. :func:`trace_shaped_arrivals` takes the submit times of ``n``

@@ -12,8 +12,8 @@ into jobs the way the paper does:
    round(p N) randomly chosen jobs become single-GPU, the others distributed.
    A job whose kind changes moves to a variant of its group (``<group>+s`` /
    ``<group>+d``) so recurrences stay recurrences; a ``+d`` variant draws its
-   GPU count once, from the GPU counts of the multi-GPU jobs of the set (spec
-   AS-18). Arrivals and run times are kept.
+   GPU count once, from the GPU counts of the multi-GPU jobs of the set.
+   Arrivals and run times are kept.
 3. **Model and configuration per group** (seeded, groups in order of first
    appearance): a single-GPU group gets a random model of ``models`` with the
    one-GPU configuration; a multi-GPU group gets a random model and one of its

@@ -1,7 +1,7 @@
-"""GADGET's experiment workload (GADGET §VI-1, gadget.md §6), kind ``gadget``.
+"""GADGET's experiment workload (GADGET §VI-1), kind ``gadget``.
 
 Jobs arrive by a Poisson process over the first ``arrival_slots`` slots of length
-``slot_s`` seconds (gadget.md GD-12's substitute). ``arrivals: <trace>`` (``google`` --
+``slot_s`` seconds (a stand-in for the Google trace's arrivals). ``arrivals: <trace>`` (``google`` --
 the Google cluster trace of 2011, the pattern the paper uses --, ``philly`` or ``aaic``, see
 :mod:`raytestbed.traces.arrival_patterns`) instead takes the submit times of
 ``jobs`` consecutive jobs of that trace and maps them linearly onto the same
@@ -13,10 +13,10 @@ N_i in [1, 5] (max workers), F_i in [1000, 6000] (budget), zeta_i in [50, 500]
 (iterations per worker per slot), b_i in [100, 5000] Mbit/s (reserved ring
 bandwidth), sigmoid lambda1 in [1, 100], lambda3 in [300, 3000] and real
 lambda2 in (0, 1). Baselines' fixed worker count is drawn in [1, 10] and capped
-at N_i (gadget.md §6, impl.). Host memory per worker is drawn in [1, 8] GB
+at N_i (impl.). Host memory per worker is drawn in [1, 8] GB
 (the second resource type, impl.).
 
-Budget units (gadget.md GD-8): ``budget_mode: iterations`` (default) reads
+Budget units: ``budget_mode: iterations`` (default) reads
 F_i as worker-iterations (l_i = zeta_i: F_i / zeta_i worker-slots);
 ``literal`` reads F_i as worker-slots (F_i * zeta_i iterations; never binds
 within T = 200 slots).
@@ -47,7 +47,7 @@ class GadgetParams(LoaderParams):
     slots: PositiveInt = 200  #: T
     slot_s: PositiveFloat = 60.0
     arrival_slots: PositiveFloat | None = None  #: arrivals spread over this many slots (default: all T)
-    arrivals: str = "poisson"  #: ``poisson`` or a trace name of arrival_patterns.ARRIVAL_TRACES (GD-12)
+    arrivals: str = "poisson"  #: ``poisson`` or a trace name of arrival_patterns.ARRIVAL_TRACES
     budget_mode: str = "iterations"
     max_workers: tuple[PositiveInt, PositiveInt] = (1, 5)
     budget: tuple[PositiveInt, PositiveInt] = (1000, 6000)

@@ -1,4 +1,4 @@
-"""Parrot's workloads (spec parrot.md §6.1): ``ms60``, ``ms60_poisson``, ``fb_coflow``.
+"""Parrot's workloads: ``ms60``, ``ms60_poisson``, ``fb_coflow``.
 
 ``ms60`` — the 60-job Microsoft trace (``microsoft-60job-tiresias/60_job.csv``):
 every job gets ``gpu_scale`` x num_gpu workers (one GPU each) and as many
@@ -6,7 +6,7 @@ parameter servers (or U[1, ps_max] of them, Fig. 10's Delta), and runs
 ``iteration_scale`` x iterations iterations of a push coflow (workers -> PSs,
 all-to-all) then a pull coflow (PSs -> workers). Coflow length L_m (the largest
 flow) = ``max_coflow_mb`` x d_m / max d, with d = duration / iterations the
-per-iteration time; every flow of every coflow is drawn U(0, L_m] afresh (PR-9).
+per-iteration time; every flow of every coflow is drawn U(0, L_m] afresh.
 Compute between coflows: ``compute_scale`` x d_m per iteration (0 = the paper's
 "perfect computation"; > 0 is the §7 computation-time extension). Placement is
 the placement policy's (the paper: random, e.g. ``fifo`` with ``spread: random``).
@@ -88,7 +88,7 @@ def read_ms60(path: Path) -> list[dict]:
 
 
 def ps_jobs(rows: list[dict], arrivals: list[float], p: Ms60Params, seed: int, num_servers: int) -> list[Job]:
-    """PS jobs with random U(0, L_m] flows (spec §6.1) from trace rows and arrival times."""
+    """PS jobs with random U(0, L_m] flows from trace rows and arrival times."""
     per = [r["duration"] / r["iterations"] for r in rows]
     d_max = max(per)
     rng = np.random.default_rng(seed)

@@ -1,4 +1,4 @@
-"""SJF-BCO's evaluation workload (``workload.kind: sjfbco``, sjfbco.md §6.1).
+"""SJF-BCO's evaluation workload (``workload.kind: sjfbco``).
 
 160 ring-all-reduce jobs by default: 80 x 1, 14 x 2, 26 x 4, 30 x 8, 8 x 16 and
 2 x 32 GPUs [SB §7-1]. Per job, eq. (8)'s physical inputs are built so that the
@@ -21,7 +21,7 @@ paper's stated ranges hold:
   ``rho_range`` ("scaling down the original job trace following the job-type
   distribution", [SB §7-1]); tau0_j is then drawn uniformly from the part of
   ``tau_range`` compatible with ``iterations_range``.
-* ``uniform``: the spec's replication recipe (§6.1 step 1): tau0 ~ U(tau_range),
+* ``uniform``: a replication recipe: tau0 ~ U(tau_range),
   F ~ U{iterations_range}, resampled until tau0 F lies in ``rho_range``.
 
 ``arrivals``: ``batch`` (all at t = 0, the paper's offline setting) or ``philly``
@@ -174,7 +174,7 @@ def sjfbco_jobs(p: SjfbcoWorkloadParams, seed: int, nic_bps: float, data: Path |
 
 @register_workload("sjfbco")
 def sjfbco_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
-    """SJF-BCO's evaluation workload (sjfbco.md §6.1). ``params``: see :class:`SjfbcoWorkloadParams`."""
+    """SJF-BCO's evaluation workload. ``params``: see :class:`SjfbcoWorkloadParams`."""
     p: SjfbcoWorkloadParams = parse_params(SjfbcoWorkloadParams, params, ctx.where)  # type: ignore[assignment]
     data = None
     if p.durations == "philly" or p.arrivals == "philly":

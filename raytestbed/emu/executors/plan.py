@@ -5,7 +5,7 @@
 stage replica (plus one :class:`PsSpec` per parameter server of a PS job).
 The specs are plain picklable data handed to the Ray actors.
 
-Traffic follows A-SRPT's per-iteration model (§III-B, spec asrpt.md §3), so the
+Traffic follows A-SRPT's per-iteration model (§III-B), so the
 emulated job moves exactly the bytes that eqs. (5)-(6) count:
 
 * every replica of stage s sends A_s / (k_s k_{s+1}) activation bytes to every
