@@ -301,7 +301,7 @@ def _cmd_bench(args) -> int:
     if args.name != "emu":
         import importlib
 
-        module = {"sjfbco-flow": "sjfbco_model_vs_flow", "sim-fb": "sim_fb"}.get(args.name, args.name)
+        module = {"sjfbco-flow": "sjfbco_model_vs_flow"}.get(args.name, args.name.replace("-", "_"))
         return importlib.import_module(f"raytestbed.experiments.benches.{module}").main(args.args)
     from raytestbed.emu.bench import main as bench_emu
 
@@ -367,8 +367,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its "
                         "speed; sweep: a sweep in one process vs on a 2-node Ray cluster; placement, sim, sim-fb, "
-                        "gadget, sjfbco, sjfbco-flow: raytestbed/experiments/benches/)")
-    bn.add_argument("name", choices=["emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow"],
+                        "gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, soak-emu, crosscheck-coflowsim, "
+                        "asrpt-testbed, wcs-orders: raytestbed/experiments/benches/)")
+    bn.add_argument("name", choices=["emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow",
+                                     "fidelity", "emu-scale", "soak-emu", "crosscheck-coflowsim", "asrpt-testbed",
+                                     "wcs-orders"],
                     help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)

@@ -240,3 +240,27 @@ def test_bad_policy_or_model_parameter_is_one_line(tmp_path, capsys, lines, says
     t = _write(tmp_path, "t.yaml", f"cluster: laptop.yaml\npolicy: asrpt\n{lines}\nworkload: {{kind: synthetic, jobs: 3}}\n")
     err = _err(tmp_path, capsys, ["run", str(t)])
     assert says in err
+
+
+def test_scripts_are_thin_entry_points_of_registered_benches():
+    """scripts/*.py hold no logic (no def/class: the code lives in the package), and every module of
+    raytestbed/experiments/benches/ is a `raytestbed bench NAME` choice with a main(argv)."""
+    import argparse
+    import ast
+    import importlib
+
+    from raytestbed.cli import build_parser
+    from raytestbed.experiments.benches import NAMES
+
+    for script in sorted((REPO / "scripts").glob("*.py")):
+        tree = ast.parse(script.read_text(encoding="utf-8"))
+        defs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+        assert not defs, f"{script.name} defines {defs}: move them into the package"
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    choices = next(a for a in sub.choices["bench"]._actions if a.dest == "name").choices
+    assert list(choices) == ["emu", *NAMES]
+    mods = {p.stem for p in (REPO / "raytestbed" / "experiments" / "benches").glob("*.py")} - {"__init__"}
+    names = {{"sjfbco-flow": "sjfbco_model_vs_flow"}.get(n, n.replace("-", "_")): n for n in NAMES}
+    assert set(names) == mods
+    for m in ("fidelity", "emu_scale", "soak_emu", "crosscheck_coflowsim", "asrpt_testbed", "wcs_orders"):
+        assert callable(importlib.import_module(f"raytestbed.experiments.benches.{m}").main)

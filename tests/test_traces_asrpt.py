@@ -266,12 +266,8 @@ def test_history_rows_reach_the_predicting_policies(data_root):
 
 
 def test_testbed_script_with_history_and_trace_choice(data_root, tmp_path):
-    import importlib.util
+    from raytestbed.experiments.benches import asrpt_testbed as mod
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "reproduce_asrpt_testbed.py"
-    spec = importlib.util.spec_from_file_location("reproduce_asrpt_testbed", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     out = tmp_path / "tb"
     rc = mod.main(["--out", str(out), "--sets", "1", "--jobs", "8", "--backends", "sim", "--history-jobs", "5",
                    "--trace", "helios", "--policies", "asrpt,wcs-subtime", "--compress", "1"])

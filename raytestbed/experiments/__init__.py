@@ -8,7 +8,7 @@ and the papers' figures as sweep definitions (``raytestbed sweep``, ``raytestbed
 * :mod:`~raytestbed.experiments.papers`: each paper's figures as sweeps, with their claims;
 * :mod:`~raytestbed.experiments.reproduce`: ``raytestbed reproduce PAPER`` over those figures;
 * :mod:`~raytestbed.experiments.results_doc`: the claims page ``docs/results.md``;
-* :mod:`~raytestbed.experiments.benches`: benchmarks (``raytestbed bench sweep|placement|sim|gadget|sjfbco``).
+* :mod:`~raytestbed.experiments.benches`: benchmarks and checks (``raytestbed bench NAME``).
 """
 
 from raytestbed.experiments.runner import SweepRun, run_sweep

@@ -5,9 +5,18 @@
 * ``sim``: the simulator on 150,000 synthetic jobs (:mod:`.sim`);
 * ``sim-fb``: the flow simulator on the Facebook coflow benchmark, beside an older revision (:mod:`.sim_fb`);
 * ``gadget``: GADGET's per-slot solvers against the exact ILP, decision time (:mod:`.gadget`);
-* ``sjfbco``: SJF-BCO's full planning search on the paper workload (:mod:`.sjfbco`).
+* ``sjfbco``: SJF-BCO's full planning search on the paper workload (:mod:`.sjfbco`);
+* ``sjfbco-flow``: SJF-BCO eq. (8) vs flow-level iteration times (:mod:`.sjfbco_model_vs_flow`);
+* ``fidelity``: emulated iteration time vs the analytic model, per preset and placement (:mod:`.fidelity`);
+* ``emu-scale``: the emulator at scale, 64 GPUs in replay and 16 computing at once (:mod:`.emu_scale`);
+* ``soak-emu``: one emulated hour with faults, memory over time (:mod:`.soak_emu`);
+* ``crosscheck-coflowsim``: the flow simulator against CoflowSim on the FB coflow benchmark
+  (:mod:`.crosscheck_coflowsim`);
+* ``asrpt-testbed``: the A-SRPT testbed study (§V-A, Fig. 5) on the emulator (:mod:`.asrpt_testbed`);
+* ``wcs-orders``: when ``wcs-duration`` and ``wcs-workload`` can decide differently (:mod:`.wcs_orders`).
 
 ``emu`` (the emulator under host load) lives with the emulator (:mod:`raytestbed.emu.bench`).
 """
 
-NAMES = ("sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow")
+NAMES = ("sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
+         "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders")

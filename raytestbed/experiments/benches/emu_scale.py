@@ -1,0 +1,78 @@
+"""The emulator at scale on this host: 64 emulated GPUs in replay, 16 computing real PyTorch at once.
+
+1. ``workloads/trials/parity_realistic.yaml`` (8 servers x 8 GPUs, 40 jobs) under FIFO on the
+   emulator, replay compute: wall time, emulated seconds per wall second, iterations run and
+   fast-forwarded.
+2. ``workloads/trials/scale_real16.yaml`` (16 one-GPU jobs, real compute) twice: as written (all 16
+   arrive within 2 ms and compute at once on the host's cores) and with the arrivals 1000 x further
+   apart (one job at a time). Every job's mean measured iteration time and compute time, side by
+   side, and the largest relative difference: compute is charged as each worker's own CPU seconds,
+   so sharing the cores must not change it.
+
+    raytestbed bench emu-scale [--out DIR] [--skip-replay] [--skip-real]
+    python scripts/bench_emu_scale.py [--out DIR] [--skip-replay] [--skip-real]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from raytestbed.config import REPO_ROOT as ROOT
+
+
+def run(trial: Path, out: Path, policy: str = "fifo") -> dict:
+    from raytestbed.cli import main as cli
+
+    rc = cli(["run", str(trial), "--backend", "emu", "--policy", policy, "--out", str(out), "--force", "--quiet"])
+    if rc != 0:
+        raise SystemExit(f"bench_emu_scale: {trial} failed (exit {rc})")
+    return json.loads((out / "summary.json").read_text())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=None)
+    ap.add_argument("--skip-replay", action="store_true")
+    ap.add_argument("--skip-real", action="store_true")
+    args = ap.parse_args(argv)
+    out = args.out or Path(tempfile.mkdtemp(prefix="bench_emu_scale_"))
+    out.mkdir(parents=True, exist_ok=True)
+    trials = ROOT / "workloads" / "trials"
+    if not args.skip_replay:
+        s = run(trials / "parity_realistic.yaml", out / "replay64")
+        e = s["emulation"]
+        print(f"\n64 emulated GPUs, replay: {s['jobs']} jobs, {s['finished']} finished, emulated {e['emulated_s']:.0f} s "
+              f"in {e['wall_s']:.0f} s wall ({e['emulated_s_per_wall_s']:.3g} emulated s per wall s); "
+              f"iterations run {e['iterations_run']}, fast-forwarded {e['iterations_fast_forwarded']}; "
+              f"peak busy GPUs {e['peak_busy_gpus']}")
+    if not args.skip_real:
+        doc = yaml.safe_load((trials / "scale_real16.yaml").read_text())
+        doc["workload"]["path"] = str((trials / doc["workload"]["path"]).resolve())
+        spread = dict(doc, workload={**doc["workload"], "arrival_scale": doc["workload"]["arrival_scale"] * 1e6})
+        (out / "together.yaml").write_text(yaml.safe_dump(doc))
+        (out / "alone.yaml").write_text(yaml.safe_dump(spread))
+        st = run(out / "together.yaml", out / "together")
+        sa = run(out / "alone.yaml", out / "alone")
+        jt = pd.read_csv(out / "together" / "jobs.csv").set_index("job_id")
+        ja = pd.read_csv(out / "alone" / "jobs.csv").set_index("job_id")
+        print(f"\n16 GPUs of real compute: peak busy GPUs {st['emulation']['peak_busy_gpus']} (together) vs "
+              f"{sa['emulation']['peak_busy_gpus']} (alone); wall {st['emulation']['wall_s']:.0f} s vs "
+              f"{sa['emulation']['wall_s']:.0f} s")
+        print("| job | model | iteration (ms), together | alone | difference | compute (ms), together | alone |")
+        print("|---|---|---|---|---|---|---|")
+        diffs = []
+        for j in jt.index:
+            a, b = jt.loc[j, "measured_iter_mean_s"], ja.loc[j, "measured_iter_mean_s"]
+            d = a / b - 1.0
+            diffs.append(abs(d))
+            print(f"| {j} | {jt.loc[j, 'model']} | {1e3 * a:.3f} | {1e3 * b:.3f} | {100 * d:+.2f} % | "
+                  f"{1e3 * jt.loc[j, 'measured_compute_mean_s']:.3f} | {1e3 * ja.loc[j, 'measured_compute_mean_s']:.3f} |")
+        print(f"\nlargest |difference| {100 * max(diffs):.2f} %, median {100 * sorted(diffs)[len(diffs) // 2]:.2f} %")
+    print(f"results: {out}")
+    return 0

@@ -1,0 +1,171 @@
+"""Fidelity of the emulated cluster: measured emulated iteration time vs the analytic model.
+
+For every model preset and placement, one job runs on a fresh EmuCluster
+(executors of ``raytestbed/emu/executors``) and its steady-state iteration time
+(median of the per-iteration reports after the pipeline filled) is compared with
+the prediction from the shipped profile and the configured bandwidths:
+
+* pipeline jobs: A-SRPT eq. (7) (``core.timing.asrpt_iteration_time``);
+* ring-all-reduce jobs: SJF-BCO eq. (8) without contention (p_j = 0, gamma = 0,
+  C = inf: ``core.timing.sjfbco_iteration_time``).
+
+Placements: all on one server; stages split over 2 and 4 servers (one GPU
+each); stage replicas across servers (2 stages x 2 replicas on 4 servers); RAR
+with 2 workers on one server, on 2 servers, and 4 workers on 2 servers (2 + 2).
+
+Bandwidths are set per preset so that communication matters: pipeline jobs get
+B_inter = 4 A / C (A = activation bytes at the 2-stage cut, C = fwd+bwd of the
+whole model), so the 2-server split spends about as long communicating as
+computing; RAR jobs get B_inter = 2 h / C (h = parameter bytes). B_intra =
+20 B_inter.
+
+Compute modes (the emulator runs on its virtual clock, fast-forward off so that every
+iteration runs):
+
+* ``replay``: workers charge the profiled times;
+* ``real``: workers run the layers and charge their thread CPU time times the stage's
+  speed factor, calibrated per stage against the same profile the model uses
+  (docs/emulator.md, "Real compute"); the residual is what real execution adds
+  (CPU-time variance between iterations, real tensor sizes).
+
+Usage (``raytestbed bench fidelity [options]``, or the entry point ``scripts/bench_fidelity.py``)::
+
+    python scripts/bench_fidelity.py                      # all presets, both modes
+    python scripts/bench_fidelity.py --presets mlp-tiny --modes replay --iterations 6
+    raytestbed bench fidelity --presets mlp-tiny --modes replay --iterations 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+import warnings
+from pathlib import Path
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.placement import Placement
+from raytestbed.core.profile import default_profiles
+from raytestbed.core.timing import asrpt_iteration_time, sjfbco_iteration_time
+from raytestbed.traces.jobs import build_job
+
+PRESETS = ["mlp-tiny", "gpt-tiny", "resnet-small", "vgg19-cifar"]
+
+#: name, pattern, servers, GPUs per server, GPUs of the job, stages, placement (stage_gpus)
+SCENARIOS = [
+    ("pipe 2st, 1 server", "pipeline", 1, 2, 2, 2, ((0,), (1,))),
+    ("pipe 2st, 2 servers", "pipeline", 2, 1, 2, 2, ((0,), (1,))),
+    ("pipe 4st, 4 servers", "pipeline", 4, 1, 4, 4, ((0,), (1,), (2,), (3,))),
+    ("pipe 2st x2 rep, 4 servers", "pipeline", 4, 1, 4, 2, ((0, 1), (2, 3))),
+    ("rar 2w, 1 server", "rar", 1, 2, 2, 1, ((0, 1),)),
+    ("rar 2w, 2 servers", "rar", 2, 1, 2, 1, ((0, 1),)),
+    ("rar 4w, 2 servers (2+2)", "rar", 2, 2, 4, 1, ((0, 1, 2, 3),)),
+]
+
+
+def bandwidths(profile, pattern: str) -> tuple[float, float]:
+    """(B_inter, B_intra) in bytes/s for this preset and pattern (see the module docstring)."""
+    c = profile.total_compute_s
+    if pattern == "pipeline":
+        a = profile.stage_profiles(profile.even_split(2))[0].out_bytes
+        b = 4.0 * a / c
+    else:
+        b = 2.0 * profile.total_param_bytes / c
+    return b, 20.0 * b
+
+
+def predict(job, cluster: Cluster, placement: Placement) -> float:
+    """Analytic iteration time: A-SRPT eq. 7 (pipeline) or SJF-BCO eq. 8 without contention (RAR), seconds."""
+    if job.comm.value == "pipeline":
+        return asrpt_iteration_time(job, placement.counts(cluster), cluster.gpus_per_server, cluster.nic_bps,
+                                    cluster.intra_bps)
+    return sjfbco_iteration_time(job, len(placement.servers(cluster)), 0, cluster.nic_bps, cluster.intra_bps)
+
+
+def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
+    from raytestbed.emu.clock_service import FastForward
+    from raytestbed.emu.cluster import EmuCluster
+    from raytestbed.emu.executors import start_job
+
+    name, pattern, servers, gpus, job_gpus, stages, stage_gpus = scenario
+    prof = default_profiles()[preset]
+    b_inter, b_intra = bandwidths(prof, pattern)
+    cluster = Cluster.homogeneous(servers, gpus, b_inter, b_intra, name=f"{servers}x{gpus}")
+    job = build_job(1, 0.0, prof, job_gpus, pattern, iterations,
+                    num_stages=stages if pattern == "pipeline" else None)
+    placement = Placement(stage_gpus)
+    pred = predict(job, cluster, placement)
+    warmup = job.num_stages + 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with EmuCluster(cluster, fast_forward=FastForward(enabled=False)) as emu:
+            t0 = time.time()
+            run = start_job(emu, job, placement, iterations=iterations + warmup, mode=mode)
+            ok = run.wait(600)
+            wall = time.time() - t0
+            rows = run.records()
+    if not ok or run.failure:
+        raise RuntimeError(f"{preset} / {name} / {mode}: run failed: {run.failure}")
+    steady = [r["iter_s"] for r in rows[warmup:]]
+    meas = statistics.median(steady)
+    return {
+        "preset": preset, "placement": name, "pattern": pattern, "mode": mode,
+        "b_inter_MBps": b_inter / 1e6,
+        "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3, "error": meas / pred - 1.0,
+        "compute_ms": statistics.median(r["compute_s"] for r in rows[warmup:]) * 1e3,
+        "comm_ms": statistics.median(r["comm_s"] for r in rows[warmup:]) * 1e3,
+        "iterations": len(steady), "wall_s": wall,
+    }
+
+
+def quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if not xs:
+        return float("nan")
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--presets", default=",".join(PRESETS))
+    ap.add_argument("--modes", default="replay,real")
+    ap.add_argument("--scenarios", default="", help="comma-separated indices into the scenario list (default all)")
+    ap.add_argument("--iterations", type=int, default=8, help="measured iterations after the warm-up")
+    ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    args = ap.parse_args(argv)
+
+    from raytestbed.emu.raysession import RaySession
+
+    session = RaySession.open(resources={"emu_gpu": 8.0})
+    scen = [SCENARIOS[int(i)] for i in args.scenarios.split(",")] if args.scenarios else SCENARIOS
+    rows = []
+    try:
+        for mode in args.modes.split(","):
+            for preset in args.presets.split(","):
+                for sc in scen:
+                    r = run_one(preset, sc, mode, args.iterations)
+                    rows.append(r)
+                    print(f"{mode:6s} {preset:13s} {sc[0]:28s} pred {r['predicted_ms']:9.2f} ms  "
+                          f"meas {r['measured_ms']:9.2f} ms  err {100 * r['error']:+6.1f}%  "
+                          f"(compute {r['compute_ms']:.2f}, comm {r['comm_ms']:.2f} ms; wall {r['wall_s']:.1f} s)",
+                          flush=True)
+    finally:
+        session.close()
+    print()
+    print("| mode | preset | placement | B_inter (MB/s) | predicted (ms) | measured (ms) | error |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['preset']} | {r['placement']} | {r['b_inter_MBps']:.1f} | "
+              f"{r['predicted_ms']:.2f} | {r['measured_ms']:.2f} | {100 * r['error']:+.1f}% |")
+    print()
+    for mode in args.modes.split(","):
+        errs = [abs(r["error"]) for r in rows if r["mode"] == mode]
+        print(f"{mode}: median |error| {100 * statistics.median(errs):.1f}%, "
+              f"p90 |error| {100 * quantile(errs, 0.9):.1f}% over {len(errs)} runs")
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
