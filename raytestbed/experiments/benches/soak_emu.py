@@ -6,7 +6,9 @@ server 2's NIC slowed 4x at 0.5 M. While it runs, samples every ``--every`` wall
 memory (RSS) of the driver and of every Ray worker process of this session. At the end it reports:
 
 * RSS of the driver and of the Ray workers (sum) after warm-up (the first sample after ``--warmup`` of
-  the wall time) and at the end, with the growth in %;
+  the wall time) and at the end, with the growth in %; and the workers' growth over the same set of
+  processes (from the first sample after warm-up at which the number of worker processes no longer
+  changes: a killed server's processes leave the sum, which would hide growth elsewhere);
 * what is still alive when the trial ended: participants of the virtual clock, run objects left in
   the worker-pool hosts, hosts alive per server;
 * every job accounted for (finished, with its failures counted).
@@ -128,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
     wall = time.perf_counter() - t0
     ref = next((s for s in samples if s[0] >= args.warmup * wall), samples[0])
     end = samples[-1]
+    last_change = max((i for i in range(1, len(samples)) if samples[i][3] != samples[i - 1][3]), default=0)
+    same = next((x for x in samples[last_change:] if x[0] >= args.warmup * wall), samples[last_change])
     finished = int((jobs["status"] == "finished").sum())
     failures = int(jobs["failures"].sum())
     stats = end_state["stats"]
@@ -137,6 +141,8 @@ def main(argv: list[str] | None = None) -> int:
         "driver_rss_mb": [ref[1] / 2**20, end[1] / 2**20], "workers_rss_mb": [ref[2] / 2**20, end[2] / 2**20],
         "worker_processes": [ref[3], end[3]],
         "driver_growth": end[1] / ref[1] - 1, "workers_growth": end[2] / ref[2] - 1,
+        "workers_same_processes": {"from_wall_s": same[0], "rss_mb": [same[2] / 2**20, end[2] / 2**20],
+                                   "processes": end[3], "growth": end[2] / same[2] - 1},
         "clock_participants_at_end": stats["participants"], "run_objects_left": end_state["left"],
         "alive_servers": end_state["alive"], "late_steps": stats["late_steps"], "stalls": stats["stalls"],
     }
@@ -151,6 +157,9 @@ def main(argv: list[str] | None = None) -> int:
           f"({100 * report['driver_growth']:+.1f} %), Ray workers {report['workers_rss_mb'][0]:.0f} -> "
           f"{report['workers_rss_mb'][1]:.0f} MB ({100 * report['workers_growth']:+.1f} %) over "
           f"{ref[3]} -> {end[3]} processes")
+    w = report["workers_same_processes"]
+    print(f"Ray workers, the same {w['processes']} processes from {w['from_wall_s']:.0f} s wall: "
+          f"{w['rss_mb'][0]:.0f} -> {w['rss_mb'][1]:.0f} MB ({100 * w['growth']:+.1f} %)")
     print(f"at the end: {report['clock_participants_at_end']} clock participants, {report['run_objects_left']} run "
           f"objects in the hosts, servers alive {report['alive_servers']}; late steps {report['late_steps']}")
     print(f"results: {out}")
