@@ -4,7 +4,7 @@ The flow simulator against CoflowSim on the Facebook coflow benchmark (526 FB201
 average CCT per policy, rate and admission epoch, Varys bins, and with ``--coflowsim DIR`` CoflowSim's
 own per-coflow output beside ours.
 
-    PYTHONPATH=. python scripts/crosscheck_coflowsim.py --gbps 1.048576,10 --coflowsim /tmp/cfs/out --out /tmp/xcheck
+    PYTHONPATH=. python scripts/crosscheck_coflowsim.py --gbps 1.048576,10 --coflowsim COFLOWSIM_OUTPUT_DIR --out results/xcheck
 """
 
 import sys

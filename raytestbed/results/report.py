@@ -164,7 +164,7 @@ returned decisions.
 ## Coflows by Varys bin
 Every job is one coflow: its JCT is the coflow completion time (CCT; the JCT CDF above is the CCT
 CDF). Bins: S(hort) = largest flow < 5 MiB, else L(ong); N(arrow) = at most 50 flows, else W(ide).
-Slowdown = CCT / the coflow's stand-alone optimum (`lower_bound_s`, O3 eq. 26).
+Slowdown = CCT / the coflow's stand-alone optimum (`lower_bound_s`, the Parrot paper's eq. 26).
 
 {md_table(bins)}
 """

@@ -4,7 +4,7 @@ Runs our network policies on all 526 FB2010 coflows (150 ports, sizes in MiB as 
 them, FIFO placement, seed 1) at the given port rates, with exact arrivals (epoch 0) and with
 CoflowSim's 10.24 s admission epochs, and prints per run: the average CCT (s), the wall seconds,
 the Varys bins (short/long: longest flow < 5 MiB or not; narrow/wide: <= 50 flows or more) with
-the average CCT and slowdown (CCT / the coflow's stand-alone optimum, O3 eq. 26) per bin.
+the average CCT and slowdown (CCT / the coflow's stand-alone optimum, the Parrot paper's eq. 26) per bin.
 
 With ``--coflowsim DIR`` it also reads CoflowSim's per-coflow output, files
 ``{FAIR,DARK,SEBF}_{1g,10g}_{10240,8}.txt`` (the stdout of ``CoflowSim ALGO COFLOW-BENCHMARK
@@ -14,8 +14,8 @@ default, 8 = one quantum), prints our average beside its average and the differe
 the coflows with the largest CCT gaps for each pair (``--gaps N``). Per-coflow CCTs of every run
 go to ``--out DIR/ours_<policy>_<rate>_<epoch>.csv``.
 
-    raytestbed bench crosscheck-coflowsim --gbps 1.048576,10 --coflowsim /tmp/cfs/out --out /tmp/xcheck
-    PYTHONPATH=. python scripts/crosscheck_coflowsim.py --gbps 1.048576,10 --coflowsim /tmp/cfs/out --out /tmp/xcheck
+    raytestbed bench crosscheck-coflowsim --gbps 1.048576,10 --coflowsim COFLOWSIM_OUTPUT_DIR --out results/xcheck
+    PYTHONPATH=. python scripts/crosscheck_coflowsim.py --gbps 1.048576,10 --coflowsim COFLOWSIM_OUTPUT_DIR --out results/xcheck
 """
 
 from __future__ import annotations
