@@ -1,6 +1,6 @@
 """AIST AAIC GPU-cluster job log (``workload.kind: aaic``), built into A-SRPT jobs.
 
-Data: ``shared/data/aaic-gpu-workload/`` (see its SOURCE.md): one CSV per period,
+Data: ``shared/data/aaic-gpu-workload/``: one CSV per period,
 columns ``id, user, group, queue, nodes, gpus, walltime_req, termcode,
 time_submit, time_start, time_end, waittime, walltime``; a job's GPUs are
 ``nodes x gpus``, its run time ``walltime`` (s), its arrival ``time_submit``
@@ -10,7 +10,7 @@ and groups are prefixed by the file.
 Recurrence (the A-SRPT predictor's *group id*): AAIC has no job name or
 command hash. ``recurrence: signature`` (default) keys a group by the request
 signature (user, queue, nodes, gpus, walltime_req), the closest recurrence key
-according to SOURCE.md; ``user`` or ``group`` (AAIC's organisation column) are
+the trace offers; ``user`` or ``group`` (AAIC's organisation column) are
 coarser alternatives. The job's user id is the AAIC user.
 
 Parameters: those of :class:`~raytestbed.traces.asrpt_workload.AsrptTraceParams`

@@ -11,8 +11,7 @@ the pattern (gaps, bursts, simultaneous submissions, day/night shape) comes from
 Traces (``ARRIVAL_TRACES``; files inside the data folder, see :mod:`raytestbed.traces.datadir`):
 
 * ``philly`` — ``philly-jobs-rfold/philly_trace.csv``, column ``arrival time (sec)``: every one
-  of the 111,549 rows has it, whole seconds relative to the first job, already sorted (its
-  SOURCE.md); the easiest and most complete submit-time column of the local traces. Microsoft
+  of the 111,549 rows has it, whole seconds relative to the first job, already sorted; the easiest and most complete submit-time column of the local traces. Microsoft
   Philly, 2017-08 to 2017-12.
 * ``aaic`` — ``aaic-gpu-workload/aaicwl-201807-201812.csv.gz``, column ``time_submit`` (UNIX s),
   124,425 jobs of AIST's AAIC GPU cluster, 2018-07 to 2018-12; sorted here.

@@ -1,13 +1,13 @@
 """Helios / Philly 15,000-job slices with user ids (``workload.kind: dirlab``), built into A-SRPT jobs.
 
-Data: ``shared/data/dirlab-helios-philly-15k/{helios,philly}_data_training.csv``
-(see its SOURCE.md): ``u_id, user, gpu_num, cpu_num, node_num, interval,
+Data: ``shared/data/dirlab-helios-philly-15k/{helios,philly}_data_training.csv``:
+``u_id, user, gpu_num, cpu_num, node_num, interval,
 run_time, wall_time, new_status``. The submit time is rebuilt as the cumulative
 sum of ``interval`` in file order; the run time is ``run_time`` (s).
 
 Jobs with ``gpu_num = 0`` (28% of Helios: CPU-only jobs) are not GPU training
 jobs and are skipped. Recurrence: group = (user, gpu_num, cpu_num, node_num),
-the signature key of SOURCE.md; user = the renumbered ``user``.
+a request-signature key; user = the renumbered ``user``.
 
 Parameters: those of :class:`~raytestbed.traces.asrpt_workload.AsrptTraceParams`
 plus ``trace`` (``helios`` | ``philly``) and ``statuses`` (keep only these
