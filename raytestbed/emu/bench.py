@@ -7,7 +7,11 @@ the last digit; real compute charges measured CPU seconds, so they agree within 
 printed, side by side: wall seconds and emulated seconds per wall second of both runs.
 
     raytestbed bench emu [--trial workloads/trials/demo_emu.yaml] [--policy fifo] [--load 2]
-                         [--compute replay|real] [--out DIR]
+                         [--compute replay|real] [--no-fast-forward] [--out DIR]
+
+``--no-fast-forward`` runs every iteration (a copy of the trial with ``emu.fast_forward: false``):
+with real compute, fast-forward extrapolates each job's rate from a few measured iterations, so
+two runs that fast-forward at different moments differ by that window's noise as well.
 """
 
 from __future__ import annotations
@@ -41,6 +45,24 @@ def run_trial(trial: Path, policy: str, out: Path, compute: str | None) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+def without_fast_forward(trial: Path, out: Path) -> Path:
+    """A copy of ``trial`` in ``out`` with ``emu.fast_forward: false`` (relative data paths resolved)."""
+    import yaml
+
+    doc = yaml.safe_load(trial.read_text())
+    wl = doc.get("workload") or {}
+    if isinstance(wl.get("path"), str) and not Path(wl["path"]).is_absolute():
+        wl["path"] = str((trial.parent / wl["path"]).resolve())
+    if isinstance(doc.get("cluster"), str) and not Path(doc["cluster"]).is_absolute():
+        local = trial.parent / doc["cluster"]
+        if local.exists():
+            doc["cluster"] = str(local.resolve())
+    doc["emu"] = {**(doc.get("emu") or {}), "fast_forward": False}
+    copy = out / f"{trial.stem}_no_ff.yaml"
+    copy.write_text(yaml.safe_dump(doc, sort_keys=False))
+    return copy
+
+
 def compare(a: Path, b: Path) -> dict:
     """Per-job differences of two results folders (emulated seconds)."""
     ja = pd.read_csv(a / "jobs.csv").set_index("job_id")
@@ -61,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--load", type=int, default=2, help="CPU-bound processes beside the second run")
     ap.add_argument("--compute", choices=["replay", "real"], default=None, help="override the trial's emu.compute")
+    ap.add_argument("--no-fast-forward", action="store_true", help="run every iteration (emu.fast_forward: false)")
     ap.add_argument("--out", type=Path, default=None, help="keep both results folders here")
     args = ap.parse_args(argv)
     if args.load < 0:
@@ -68,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     base = args.out or Path(tempfile.mkdtemp(prefix="bench_emu_"))
     base.mkdir(parents=True, exist_ok=True)
     quiet, loaded = base / "quiet", base / "loaded"
+    if args.no_fast_forward:
+        args.trial = without_fast_forward(args.trial, base)
     t0 = time.perf_counter()
     sq = run_trial(args.trial, args.policy, quiet, args.compute)
     procs = [mp.Process(target=_burn, daemon=True) for _ in range(args.load)]
