@@ -102,23 +102,14 @@ def test_emulated_run_on_a_ray_cluster_by_address(tmp_path, monkeypatch):
     """``address=``: a 2-node Ray cluster (ray.cluster_utils), a plug-in policy from a folder its nodes
     cannot import from; ~30 s on the 2-core host."""
     ray = pytest.importorskip("ray")
-    cluster_utils = pytest.importorskip("ray.cluster_utils")
-    import secrets
-
-    from raytestbed.emu.raysession import _refresh_ray_auth_config
+    pytest.importorskip("ray.cluster_utils")
+    from raytestbed.emu.raysession import local_cluster
 
     assert not ray.is_initialized()
     mod = f"apipol_{uuid.uuid4().hex[:8]}"
     (tmp_path / f"{mod}.py").write_text(POLICY)
     monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
-    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    _refresh_ray_auth_config()
-    c = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"emu_gpu": 2}})
-    c.add_node(num_cpus=1, resources={"emu_gpu": 2})
-    c.wait_for_nodes()
-    try:
+    with local_cluster(nodes=2, cpus_per_node=1, emu_gpus_per_node=2) as c:
         (tmp_path / "jobs.csv").write_text("job_id,arrival_s,gpus,iterations,model,comm\n"
                                            "0,0,2,10,resnet-small,rar\n1,0.2,2,10,resnet-small,rar\n")
         t = rtb.load_trial({"cluster": {"nic_gbps": 0.5, "intra_gbytes_per_s": 1, "servers": [{"count": 2, "gpus": 2}]},
@@ -127,9 +118,3 @@ def test_emulated_run_on_a_ray_cluster_by_address(tmp_path, monkeypatch):
         res = rtb.run(t, f"{mod}:Greedy", backend="emu", address=c.address)
         assert res.summary["backend"] == "emu" and res.summary["finished"] == 2
         assert (res.jobs["measured_iterations"] >= 10).all()
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        c.shutdown()
-        monkeypatch.undo()
-        _refresh_ray_auth_config()

@@ -4,37 +4,23 @@ Marked slow (~25 s on the 2-core host): run with `pytest -m slow tests/test_emu_
 """
 
 import os
-import secrets
 
 import pytest
 
 ray = pytest.importorskip("ray")
-cluster_utils = pytest.importorskip("ray.cluster_utils")
+pytest.importorskip("ray.cluster_utils")
 
 from raytestbed.core.cluster import Cluster  # noqa: E402
 from raytestbed.emu.cluster import EmuCluster  # noqa: E402
-from raytestbed.emu.raysession import _refresh_ray_auth_config  # noqa: E402
+from raytestbed.emu.raysession import local_cluster  # noqa: E402
 
 
 @pytest.fixture
-def two_nodes(monkeypatch):
+def two_nodes():
     assert not ray.is_initialized()
     # A session token in the environment: every node shares it, nothing is written under $HOME.
-    monkeypatch.setenv("RAY_AUTH_MODE", "token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN", secrets.token_hex(32))
-    monkeypatch.delenv("RAY_AUTH_TOKEN_PATH", raising=False)
-    _refresh_ray_auth_config()
-    c = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"emu_gpu": 2}})
-    c.add_node(num_cpus=1, resources={"emu_gpu": 2})
-    c.wait_for_nodes()
-    try:
+    with local_cluster(nodes=2, cpus_per_node=1, emu_gpus_per_node=2) as c:
         yield c
-    finally:
-        if ray.is_initialized():
-            ray.shutdown()
-        c.shutdown()
-        monkeypatch.undo()
-        _refresh_ray_auth_config()
 
 
 @pytest.mark.slow

@@ -71,6 +71,47 @@ def full_priority_workers():
 
 
 
+
+@contextlib.contextmanager
+def local_cluster(nodes: int = 2, cpus_per_node: int = 1, emu_gpus_per_node: int = 0):
+    """A multi-node Ray cluster on this machine (``ray.cluster_utils.Cluster``), for tests and benchmarks.
+
+    Its nodes share a fresh session token (in the environment, nothing written under ``$HOME``)
+    and run their workers at normal priority; each node offers ``cpus_per_node`` CPUs and, if
+    ``emu_gpus_per_node`` > 0, that many ``emu_gpu`` resources. Yields the cluster (connect with
+    its ``address``); on exit a driver still connected is shut down, the nodes are stopped and the
+    auth environment is restored.
+    """
+    import ray
+    from ray import cluster_utils
+
+    saved = {k: os.environ.get(k) for k in _AUTH_ENV}
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
+    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
+    _refresh_ray_auth_config()
+    resources = {"emu_gpu": emu_gpus_per_node} if emu_gpus_per_node else {}
+    cluster = None
+    try:
+        with full_priority_workers():
+            cluster = cluster_utils.Cluster(initialize_head=True,
+                                            head_node_args={"num_cpus": cpus_per_node, "resources": resources})
+            for _ in range(nodes - 1):
+                cluster.add_node(num_cpus=cpus_per_node, resources=resources)
+            cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        if cluster is not None:
+            cluster.shutdown()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        _refresh_ray_auth_config()
+
 @dataclass
 class RaySession:
     """How this process is connected to Ray, and what to undo at :meth:`close`."""

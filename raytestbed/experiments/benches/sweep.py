@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
 import tempfile
 import time
 from pathlib import Path
@@ -29,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from raytestbed.config import REPO_ROOT, load_trial
+from raytestbed.emu.raysession import local_cluster
 from raytestbed.experiments.runner import run_sweep
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep
 from raytestbed.experiments.tables import deterministic_columns
@@ -43,25 +43,6 @@ def asrpt_sweep(seeds: int, jobs: int | None, trial: Path = TRIAL) -> Sweep:
     grid = [Axis.field("workload.jobs", [jobs])] if jobs else []
     return Sweep("bench_asrpt", [loaded], [PolicySpec(p, p) for p in ASRPT_POLICIES], list(range(1, seeds + 1)),
                  "sim", grid, log_events=True)
-
-
-def two_node_cluster(cpus_per_node: int):
-    """A 2-node Ray cluster on this machine (head + one worker node), sharing a fresh session token."""
-    from ray import cluster_utils
-
-    from raytestbed.emu.raysession import _refresh_ray_auth_config
-
-    os.environ["RAY_AUTH_MODE"] = "token"
-    os.environ["RAY_AUTH_TOKEN"] = secrets.token_hex(32)
-    os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
-    _refresh_ray_auth_config()
-    from raytestbed.emu.raysession import full_priority_workers
-
-    with full_priority_workers():  # workers at normal priority, as the serial run (raysession.full_priority_workers)
-        c = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": cpus_per_node})
-        c.add_node(num_cpus=cpus_per_node)
-        c.wait_for_nodes()
-    return c
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -84,15 +65,12 @@ def main(argv: list[str] | None = None) -> int:
     print(f"serial (one process):       {t_serial:7.1f} s", flush=True)
 
     t0 = time.perf_counter()
-    cluster = two_node_cluster(a.cpus_per_node)
-    t_start = time.perf_counter() - t0
-    try:
+    with local_cluster(nodes=2, cpus_per_node=a.cpus_per_node) as cluster:
+        t_start = time.perf_counter() - t0
         t0 = time.perf_counter()
         par = run_sweep(sweep, root / "ray2", executor="ray", address=cluster.address, show_progress=False,
                         force=True)
         t_par = time.perf_counter() - t0
-    finally:
-        cluster.shutdown()
     hosts = pd.read_csv(root / "ray2" / "sweep.csv")["cell"].map(
         lambda k: __import__("json").loads((root / "ray2" / "cells" / k / "cell.json").read_text()).get("host"))
     print(f"2-node Ray ({a.cpus_per_node} CPU each): {t_par:7.1f} s   (cluster start {t_start:.1f} s, not counted)")
