@@ -1,6 +1,6 @@
 """Import PipeDream per-layer profiles into workloads/profiles (code: raytestbed/profile/pipedream.py).
 
-    .venv/bin/python scripts/import_pipedream_profiles.py --src ../shared/data/pipedream-profiles --out workloads/profiles
+    .venv/bin/python scripts/import_pipedream_profiles.py --src "$RAYTESTBED_DATA_DIR/pipedream-profiles" --out workloads/profiles
 """
 
 import sys

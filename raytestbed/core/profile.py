@@ -516,7 +516,7 @@ def load_profile_dir(path: str | os.PathLike[str]) -> dict[str, ModelProfile]:
 
 
 def default_profile_dir() -> Path:
-    """``<repo root>/workloads/profiles``, the shipped profiles."""
+    """The shipped profiles: the ``workloads`` folder of the repository, its ``profiles`` subfolder."""
     return Path(__file__).resolve().parents[2] / "workloads" / "profiles"
 
 

@@ -3,7 +3,7 @@
 A sweep file (YAML; ``docs/sweeps.md``)::
 
     name: asrpt_policies                 # default: the file's stem
-    trials: [../workloads/trials/asrpt_synthetic.yaml]   # relative to the sweep file
+    trials: [../trials/asrpt_synthetic.yaml]   # relative to the sweep file
     policies: [asrpt, spjf, fifo+fair,   # policy ids or placement+network pairs; default: each trial's own
                {label: "asrpt[median]", policy: asrpt, params: {predictor: median}}]
     seeds: [1, 2, 3, 4]                  # or a count n: seeds 0..n-1; default: each trial's seed

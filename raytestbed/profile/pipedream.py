@@ -25,7 +25,7 @@ Conversion:
 Usage::
 
     .venv/bin/python scripts/import_pipedream_profiles.py \\
-        --src ../shared/data/pipedream-profiles --out workloads/profiles   # the data folder (shared/data)
+        --src "$RAYTESTBED_DATA_DIR/pipedream-profiles" --out workloads/profiles
 
 It prints per-model totals next to the table in SOURCE.md (params there are MiB,
 2**20 bytes) and exits with status 1 if a required model is missing or a total

@@ -1,6 +1,6 @@
 """AIST AAIC GPU-cluster job log (``workload.kind: aaic``), built into A-SRPT jobs.
 
-Data: ``shared/data/aaic-gpu-workload/``: one CSV per period,
+Data: ``aaic-gpu-workload/`` in the data folder (:mod:`raytestbed.traces.datadir`): one CSV per period,
 columns ``id, user, group, queue, nodes, gpus, walltime_req, termcode,
 time_submit, time_start, time_end, waittime, walltime``; a job's GPUs are
 ``nodes x gpus``, its run time ``walltime`` (s), its arrival ``time_submit``

@@ -86,7 +86,7 @@ class AsrptTraceParams(LoaderParams):
     """Parameters shared by the A-SRPT trace loaders (see the module docstring)."""
 
     kind: str = ""
-    path: str | None = Field(None, description="explicit trace file (default: the file in shared/data)")
+    path: str | None = Field(None, description="explicit trace file (default: the trace's file in the data folder)")
     jobs: PositiveInt | None = Field(None, description="number of consecutive jobs (default: all)")
     start: NonNegativeInt | Literal["random"] = 0
     models: list[str] = Field(default_factory=lambda: list(DEFAULT_MODELS), min_length=1)

@@ -1,4 +1,4 @@
-"""Where the public traces live (``shared/data`` of the project, see its README.md).
+"""Where the public traces live (the data folder: one subfolder per trace).
 
 Resolution order:
 

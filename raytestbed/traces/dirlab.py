@@ -1,6 +1,6 @@
 """Helios / Philly 15,000-job slices with user ids (``workload.kind: dirlab``), built into A-SRPT jobs.
 
-Data: ``shared/data/dirlab-helios-philly-15k/{helios,philly}_data_training.csv``:
+Data (in the data folder): ``dirlab-helios-philly-15k/{helios,philly}_data_training.csv``:
 ``u_id, user, gpu_num, cpu_num, node_num, interval,
 run_time, wall_time, new_status``. The submit time is rebuilt as the cumulative
 sum of ``interval`` in file order; the run time is ``run_time`` (s).

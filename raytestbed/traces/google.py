@@ -1,6 +1,6 @@
 """Google cluster-data 2011 per-job file (``workload.kind: google``), built into A-SRPT jobs.
 
-Data: ``shared/data/google-2011-jobs/google2011_job_arrivals.csv.gz``:
+Data (in the data folder): ``google-2011-jobs/google2011_job_arrivals.csv.gz``:
 one row per job of the 29-day Borg trace, sorted by submit time, columns
 ``submit_s, job_id, scheduling_class, user_idx, logical_job_name_idx, run_s, end_event``.
 ``submit_s`` is on the raw trace clock (s; 600 s = 19:00 EDT, 1 May 2011); ``run_s``

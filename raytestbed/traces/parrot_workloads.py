@@ -20,7 +20,7 @@ equally among the mappers; rack-level ports are servers 0..149 (the cluster
 needs >= 150 servers, or ``fold_ports: true`` maps port p to p mod N).
 
 Data directory: the ``path`` parameter, else the data folder of
-:mod:`raytestbed.traces.datadir` (``$RAYTESTBED_DATA_DIR`` or ``shared/data``). Sizes: MB =
+:mod:`raytestbed.traces.datadir` (``$RAYTESTBED_DATA_DIR`` or the data folder found upwards). Sizes: MB =
 ``mb_bytes`` bytes (10^6 by default). Bad cells are refused with the one-line
 ``file line N: column 'x': reason`` of :func:`raytestbed.traces.csvrows.parse_number`.
 """

@@ -1,6 +1,6 @@
 """Microsoft Philly job list as processed by RFold (``workload.kind: philly``), built into A-SRPT jobs.
 
-Data: ``shared/data/philly-jobs-rfold/philly_trace.csv``:
+Data (in the data folder): ``philly-jobs-rfold/philly_trace.csv``:
 ``#job id, arrival time (sec), topology, shape, size, duration (sec)``; 111,549
 jobs, arrival relative to the first job, ``size`` = GPUs, ``shape`` = GPUs per
 server (e.g. ``8+8``).

@@ -29,8 +29,7 @@ paper's stated ranges hold:
 ``arrival_scale``; for the online re-plan mode).
 
 The Philly data directory is ``data_dir`` if given, else the data folder of
-:mod:`raytestbed.traces.datadir` (``$RAYTESTBED_DATA_DIR``, or ``shared/data`` found walking
-up from the trial file, the current folder or this package). The Philly rows are read by
+:mod:`raytestbed.traces.datadir`. The Philly rows are read by
 :func:`raytestbed.traces.philly.read_philly`, so a bad cell is the same one-line error.
 """
 

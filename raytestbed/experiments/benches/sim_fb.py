@@ -66,7 +66,7 @@ def spawn(code_root: Path, a: argparse.Namespace, scheme: str, timeout: float | 
     from raytestbed.traces.datadir import find_data_dir as data_dir
 
     env = {**os.environ, "PYTHONPATH": str(code_root), "PYTHONDONTWRITEBYTECODE": "1"}
-    if data_dir() is not None:  # an extracted revision finds no shared/data above it
+    if data_dir() is not None:  # an extracted revision may find no data folder
         env["RAYTESTBED_DATA_DIR"] = str(data_dir())
     try:
         out = subprocess.run([sys.executable, "-c", _CHILD, __file__, "--one", "--limit", str(a.limit), "--arrival-scale",
