@@ -13,6 +13,18 @@ from raytestbed.network.allocator import RTOL
 
 
 @numba.njit(cache=True)
+def _distinct_link(group_links: np.ndarray, g: int, j: int) -> int:  # pragma: no cover - compiled
+    """Link ``j`` of group ``g``, or -1 if that slot is empty (< 0) or repeats an earlier slot's link."""
+    link = group_links[g, j]
+    if link < 0:
+        return -1
+    for i in range(j):
+        if group_links[g, i] == link:
+            return -1
+    return link
+
+
+@numba.njit(cache=True)
 def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Progressive filling one link at a time (compiled): the level (bytes/s per unit weight) at
     which every group freezes. Group g crosses the links ``group_links[g, :]`` (-1 = none, a link
@@ -29,14 +41,8 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
     cnt = np.zeros(n_l, np.int64)
     for g in range(n_g):
         for j in range(k):
-            link = group_links[g, j]
-            if link < 0:
-                continue
-            dup = False
-            for i in range(j):
-                if group_links[g, i] == link:
-                    dup = True
-            if not dup:
+            link = _distinct_link(group_links, g, j)
+            if link >= 0:
                 wl[link] += wsum[g]
                 cnt[link] += 1
     # link -> groups (CSR)
@@ -47,14 +53,8 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
     members = np.empty(ptr[n_l], np.int64)
     for g in range(n_g):
         for j in range(k):
-            link = group_links[g, j]
-            if link < 0:
-                continue
-            dup = False
-            for i in range(j):
-                if group_links[g, i] == link:
-                    dup = True
-            if not dup:
+            link = _distinct_link(group_links, g, j)
+            if link >= 0:
                 members[fill[link]] = g
                 fill[link] += 1
     level = np.zeros(n_g)
@@ -80,14 +80,8 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
             level[g] = best
             w = wsum[g]
             for j in range(k):
-                link = group_links[g, j]
+                link = _distinct_link(group_links, g, j)
                 if link < 0:
-                    continue
-                dup = False
-                for i in range(j):
-                    if group_links[g, i] == link:
-                        dup = True
-                if dup:
                     continue
                 left[link] -= 1
                 if link != bl:
