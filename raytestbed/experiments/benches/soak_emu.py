@@ -8,7 +8,9 @@ memory (RSS) of the driver and of every Ray worker process of this session. At t
 * RSS of the driver and of the Ray workers (sum) after warm-up (the first sample after ``--warmup`` of
   the wall time) and at the end, with the growth in %; and the workers' growth over the same set of
   processes (from the first sample after warm-up at which the number of worker processes no longer
-  changes: a killed server's processes leave the sum, which would hide growth elsewhere);
+  changes: a killed server's processes leave the sum, which would hide growth elsewhere), split into
+  their own (anonymous) memory, the measure of a leak, and the pages of Ray's shared object store
+  that they touched (counted once per process that maps them, bounded by the one store's size);
 * what is still alive when the trial ended: participants of the virtual clock, run objects left in
   the worker-pool hosts, hosts alive per server;
 * every job accounted for (finished, with its failures counted).
@@ -20,6 +22,7 @@ memory (RSS) of the driver and of every Ray worker process of this session. At t
 from __future__ import annotations
 
 import argparse
+import inspect
 import json
 import os
 import tempfile
@@ -28,18 +31,32 @@ import time
 from pathlib import Path
 
 from raytestbed.config import REPO_ROOT as ROOT
+from raytestbed.emu.raysession import RaySession
+
+
+RSS_PARTS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
+
+
+def rss_parts(pid: int) -> tuple[int, ...]:
+    """Resident memory of process ``pid``, bytes, as (total, anonymous, file-backed, shared memory)
+    (``/proc/PID/status``: VmRSS, RssAnon, RssFile, RssShmem; zeros if it is gone). Anonymous memory
+    is the process's own heap; shared memory pages are those of Ray's object store that it touched,
+    which every worker mapping them counts again."""
+    got = dict.fromkeys(RSS_PARTS, 0)
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key = line.split(":", 1)[0]
+                if key in got:
+                    got[key] = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return tuple(got[k] for k in RSS_PARTS)
 
 
 def rss_bytes(pid: int) -> int:
     """Resident memory of process ``pid`` (bytes; 0 if it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
+    return rss_parts(pid)[0]
 
 
 def children_of(ppid: int) -> list[int]:
@@ -87,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from raytestbed.emu import backend as emu_backend
 
-    samples: list[tuple[float, int, int, int]] = []  # (wall s, driver RSS, workers RSS, worker processes)
+    # (wall s, driver RSS, workers RSS, worker processes, driver anonymous, workers anonymous, file, shared)
+    samples: list[tuple[float, int, int, int, int, int, int, int]] = []
     end_state: dict = {}
     stop = threading.Event()
     t0 = time.perf_counter()
@@ -95,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     def sample() -> None:
         while not stop.is_set():
             pids = ray_worker_pids() if ray.is_initialized() else []
-            samples.append((time.perf_counter() - t0, rss_bytes(os.getpid()), sum(map(rss_bytes, pids)), len(pids)))
+            workers = [sum(col) for col in zip(*map(rss_parts, pids))] or [0] * len(RSS_PARTS)
+            drv = rss_parts(os.getpid())
+            samples.append((time.perf_counter() - t0, drv[0], workers[0], len(pids), drv[1], *workers[1:]))
             stop.wait(args.every)
 
     original = emu_backend.EmuBackend.run
@@ -142,13 +162,17 @@ def main(argv: list[str] | None = None) -> int:
         "worker_processes": [ref[3], end[3]],
         "driver_growth": end[1] / ref[1] - 1, "workers_growth": end[2] / ref[2] - 1,
         "workers_same_processes": {"from_wall_s": same[0], "rss_mb": [same[2] / 2**20, end[2] / 2**20],
-                                   "processes": end[3], "growth": end[2] / same[2] - 1},
+                                   "processes": end[3], "growth": end[2] / same[2] - 1,
+                                   "anon_mb": [same[5] / 2**20, end[5] / 2**20], "anon_growth": end[5] / same[5] - 1,
+                                   "shmem_mb": [same[7] / 2**20, end[7] / 2**20]},
+        "driver_anon_mb": [ref[4] / 2**20, end[4] / 2**20], "driver_anon_growth": end[4] / ref[4] - 1,
         "clock_participants_at_end": stats["participants"], "run_objects_left": end_state["left"],
         "alive_servers": end_state["alive"], "late_steps": stats["late_steps"], "stalls": stats["stalls"],
     }
     (out / "soak.json").write_text(json.dumps(report, indent=1))
     with open(out / "rss.csv", "w") as f:
-        f.write("wall_s,driver_rss_bytes,workers_rss_bytes,worker_processes\n")
+        f.write("wall_s,driver_rss_bytes,workers_rss_bytes,worker_processes,driver_anon_bytes,workers_anon_bytes,"
+                "workers_file_bytes,workers_shmem_bytes\n")
         for s in samples:
             f.write(",".join(map(str, s)) + "\n")
     print(f"soak: {len(jobs)} jobs, {finished} finished ({failures} failures re-run), emulated makespan "
@@ -158,8 +182,12 @@ def main(argv: list[str] | None = None) -> int:
           f"{report['workers_rss_mb'][1]:.0f} MB ({100 * report['workers_growth']:+.1f} %) over "
           f"{ref[3]} -> {end[3]} processes")
     w = report["workers_same_processes"]
+    store = inspect.signature(RaySession.open).parameters["object_store_memory"].default
     print(f"Ray workers, the same {w['processes']} processes from {w['from_wall_s']:.0f} s wall: "
-          f"{w['rss_mb'][0]:.0f} -> {w['rss_mb'][1]:.0f} MB ({100 * w['growth']:+.1f} %)")
+          f"{w['rss_mb'][0]:.0f} -> {w['rss_mb'][1]:.0f} MB ({100 * w['growth']:+.1f} %); of it their own (anonymous) "
+          f"memory {w['anon_mb'][0]:.0f} -> {w['anon_mb'][1]:.0f} MB ({100 * w['anon_growth']:+.1f} %) and the pages of "
+          f"Ray's shared object store they touched {w['shmem_mb'][0]:.0f} -> {w['shmem_mb'][1]:.0f} MB (summed over "
+          f"processes; one store of at most {store / 2**30:g} GiB holds them)")
     print(f"at the end: {report['clock_participants_at_end']} clock participants, {report['run_objects_left']} run "
           f"objects in the hosts, servers alive {report['alive_servers']}; late steps {report['late_steps']}")
     print(f"results: {out}")
