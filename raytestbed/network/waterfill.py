@@ -25,10 +25,39 @@ def _distinct_link(group_links: np.ndarray, g: int, j: int) -> int:  # pragma: n
 
 
 @numba.njit(cache=True)
-def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+def link_members(group_links: np.ndarray, n_links: int) -> tuple[np.ndarray, np.ndarray]:  # pragma: no cover - compiled
+    """Link -> groups as CSR (compiled): the groups crossing link l are ``members[ptr[l]:ptr[l+1]]``,
+    ascending; a link listed twice by a group counts once. Depends only on ``group_links``, so a
+    caller whose groups only ever get added can keep it between allocations."""
+    n_g, k = group_links.shape
+    cnt = np.zeros(n_links, np.int64)
+    for g in range(n_g):
+        for j in range(k):
+            link = _distinct_link(group_links, g, j)
+            if link >= 0:
+                cnt[link] += 1
+    ptr = np.zeros(n_links + 1, np.int64)
+    for l in range(n_links):
+        ptr[l + 1] = ptr[l] + cnt[l]
+    fill = ptr[:-1].copy()
+    members = np.empty(ptr[n_links], np.int64)
+    for g in range(n_g):
+        for j in range(k):
+            link = _distinct_link(group_links, g, j)
+            if link >= 0:
+                members[fill[link]] = g
+                fill[link] += 1
+    return ptr, members
+
+
+@numba.njit(cache=True)
+def fill_levels(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray, ptr: np.ndarray,
+                members: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Progressive filling one link at a time (compiled): the level (bytes/s per unit weight) at
     which every group freezes. Group g crosses the links ``group_links[g, :]`` (-1 = none, a link
-    listed twice counts once) with summed weight ``wsum[g]`` > 0; ``capacity`` (bytes/s) per link.
+    listed twice counts once) with summed weight ``wsum[g]`` (groups with ``wsum[g] <= 0`` take no
+    part: level 0); ``capacity`` (bytes/s) per link; ``ptr``, ``members``: :func:`link_members` of
+    ``group_links``.
 
     Each step takes the link with the lowest level lambda_l = R_l / W_l (R_l: capacity left by the
     frozen groups, W_l: weight of the unfrozen groups on l, ties: lowest index), freezes its
@@ -38,28 +67,16 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
     n_l = capacity.size
     residual = capacity.copy()
     wl = np.zeros(n_l)
-    cnt = np.zeros(n_l, np.int64)
+    left = np.zeros(n_l, np.int64)
     for g in range(n_g):
-        for j in range(k):
-            link = _distinct_link(group_links, g, j)
-            if link >= 0:
-                wl[link] += wsum[g]
-                cnt[link] += 1
-    # link -> groups (CSR)
-    ptr = np.zeros(n_l + 1, np.int64)
-    for l in range(n_l):
-        ptr[l + 1] = ptr[l] + cnt[l]
-    fill = ptr[:-1].copy()
-    members = np.empty(ptr[n_l], np.int64)
-    for g in range(n_g):
-        for j in range(k):
-            link = _distinct_link(group_links, g, j)
-            if link >= 0:
-                members[fill[link]] = g
-                fill[link] += 1
+        if wsum[g] > 0:
+            for j in range(k):
+                link = _distinct_link(group_links, g, j)
+                if link >= 0:
+                    wl[link] += wsum[g]
+                    left[link] += 1
     level = np.zeros(n_g)
     frozen = np.zeros(n_g, np.bool_)
-    left = cnt.copy()
     while True:
         best = np.inf
         bl = -1
@@ -74,7 +91,7 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
             break
         for m in range(ptr[bl], ptr[bl + 1]):
             g = members[m]
-            if frozen[g]:
+            if frozen[g] or not wsum[g] > 0:
                 continue
             frozen[g] = True
             level[g] = best
@@ -91,39 +108,50 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
     return level
 
 
+@numba.njit(cache=True)
+def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`fill_levels` of groups that all take part (``wsum[g]`` > 0), its link -> groups index
+    built here."""
+    ptr, members = link_members(group_links, capacity.size)
+    return fill_levels(group_links, wsum, capacity, ptr, members)
+
 
 @numba.njit(cache=True)
 def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, group_links: np.ndarray,
                capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Weighted max-min rates (bytes/s) of flows in groups (compiled): flow f is in group
     ``group[f]`` (< 0: not allocated, rate 0) with weight ``rank_weight[rank[f]]``; the groups'
-    summed weights go through :func:`water_fill`."""
+    summed weights go through :func:`fill_levels`."""
+    ptr, members = link_members(group_links, capacity.size)
+    return net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight,
+                     group_links, capacity, ptr, members, 0.0)
+
+
+@numba.njit(cache=True)
+def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray,
+              group_links: np.ndarray, capacity: np.ndarray, ptr: np.ndarray, members: np.ndarray,
+              intra_bps: float) -> np.ndarray:  # pragma: no cover - compiled
+    """Rates (bytes/s) of the flow simulator's rows (compiled): a row that is not ``alive`` gets 0;
+    one with a ``fixed`` rate (not NaN: a network policy's) gets it; the others in a group
+    (``group[f]`` >= 0) get weighted max-min rates ``rank_weight[rank[f]] * level`` of
+    :func:`fill_levels` on ``capacity``, and those in no group (intra-server) ``intra_bps``.
+    ``ptr``, ``members``: :func:`link_members` of ``group_links``."""
     n_f = group.size
-    n_g = group_links.shape[0]
-    wsum = np.zeros(n_g)
+    wsum = np.zeros(group_links.shape[0])
     for f in range(n_f):
         g = group[f]
-        if g >= 0:
+        if g >= 0 and alive[f] and np.isnan(fixed[f]):
             wsum[g] += rank_weight[rank[f]]
-    n_used = 0
-    for g in range(n_g):
-        if wsum[g] > 0:
-            n_used += 1
-    used = np.empty(n_used, np.int64)
-    k = 0
-    for g in range(n_g):
-        if wsum[g] > 0:
-            used[k] = g
-            k += 1
-    level_used = water_fill(group_links[used], wsum[used], capacity)
-    level = np.zeros(n_g)
-    for i in range(n_used):
-        level[used[i]] = level_used[i]
+    level = fill_levels(group_links, wsum, capacity, ptr, members)
     out = np.zeros(n_f)
     for f in range(n_f):
+        if not alive[f]:
+            continue
+        if not np.isnan(fixed[f]):
+            out[f] = fixed[f]
+            continue
         g = group[f]
-        if g >= 0:
-            out[f] = rank_weight[rank[f]] * level[g]
+        out[f] = rank_weight[rank[f]] * level[g] if g >= 0 else intra_bps
     return out
 
 
@@ -208,3 +236,22 @@ def port_share_fill(order: np.ndarray, cf_start: np.ndarray, src: np.ndarray, ds
             if s != d and rates[i] > 0.0:
                 free[s] -= rates[i]
                 free[n + d] -= rates[i]
+
+
+@numba.njit(cache=True)
+def fixed_load(group: np.ndarray, fixed: np.ndarray, group_links: np.ndarray, n_links: int) -> np.ndarray:  # pragma: no cover - compiled
+    """Load (bytes/s) that the rows' ``fixed`` rates (NaN: none) put on every link: row f adds its
+    rate to each link of ``group_links[group[f]]`` (rows in no group, ``group[f]`` < 0, cross none);
+    summed in row order."""
+    used = np.zeros(n_links)
+    k = group_links.shape[1]
+    for f in range(group.size):
+        g = group[f]
+        x = fixed[f]
+        if g < 0 or np.isnan(x):
+            continue
+        for j in range(k):
+            link = group_links[g, j]
+            if link >= 0:
+                used[link] += x
+    return used

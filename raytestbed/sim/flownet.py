@@ -13,9 +13,12 @@ where it set none).
 * **Rates** are recomputed only when their inputs changed (flows added or removed, job weights,
   policy rates): otherwise the last ones are exactly what a recomputation would give.
 * **Progress** (:meth:`FlowNet.advance`) moves every flow by rate x dt at once; completions
-  (:meth:`FlowNet.complete`) end every flow at or below its threshold in one step. Ended rows
-  stay (rate 0, not alive) until they are many or a policy reads the table, then go in one
-  compaction.
+  (:meth:`FlowNet.complete`) end every flow at or below its threshold in one step. Both, and the
+  search for the next completion, visit only the rows with a positive rate (kept as an index
+  until rows or rates change): a row at rate 0 cannot reach its threshold, except a row added
+  at or below it, or one that got there before its rate went to 0 -- then the next completion
+  step looks at every row. Ended rows stay (rate 0, not alive) until they are many or a policy
+  reads the table, then go in one compaction.
 
 Units: bytes, bytes/s, seconds.
 """
@@ -83,6 +86,11 @@ class FlowNet:
         self._checked = False  #: the policy rates passed the capacity check; none set since
         self._table: tuple | None = None
         self._infos: tuple | None = None
+        self._members: tuple | None = None  #: (groups, ptr, members): link -> groups index of the allocator
+        self._moving: np.ndarray | None = None  #: rows with a positive rate (None: find them again)
+        self._due = 0  #: rows that reached their threshold while moving since the last completion step
+        self._scan_all = False  #: the next completion step looks at every row
+        self._free: int | None = None  #: alive rows without a policy rate (None: count them again)
 
     def __len__(self) -> int:
         """Alive flows."""
@@ -167,6 +175,7 @@ class FlowNet:
         }
         self._next_uid += m
         self.live_count[r] += m
+        self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
         self.compact()
         pos = int(np.searchsorted(self.rank, r))
         for c, arr in new.items():
@@ -201,6 +210,20 @@ class FlowNet:
         self.version += 1
         self.stale = True
         self._blocks = None
+        self._forget_moving()
+        self._free = None
+
+    def _forget_moving(self) -> None:
+        """Rows or rates changed: the index of moving rows goes (rows that reached their threshold
+        meanwhile may now be outside it: the next completion step looks at every row)."""
+        self._moving = None
+        if self._due:
+            self._scan_all = True
+
+    def _moving_rows(self) -> np.ndarray:
+        if self._moving is None:
+            self._moving = np.flatnonzero(self.rate > 0.0)
+        return self._moving
 
     def end_coflow(self, rank: int) -> tuple:
         """Forget the (flowless) active coflow of the job of ``rank``; returns its (id, sequence, start s,
@@ -242,7 +265,8 @@ class FlowNet:
         """Move every flow by min(bytes left, rate x dt) (``dt`` seconds), adding to ``sent``."""
         if dt <= 0 or self.rem.size == 0:
             return
-        kernels.advance(dt, self.rem, self.rate, self.rank, self.sent, self.sent_dirty)
+        self._due += kernels.advance(dt, self._moving_rows(), self.rem, self.rate, self.rank, self.sent,
+                                     self.sent_dirty, self.eps)
         self._moved += 1
 
     def take_sent(self) -> list[tuple[int, float]]:
@@ -256,7 +280,11 @@ class FlowNet:
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
         Returns the job ranks whose coflow has no flow left, by coflow start."""
-        rows = kernels.done_rows(self.rem, self.eps, self.alive, self.rank, self.sent, self.sent_dirty)
+        rows_in = np.arange(self.rem.size) if self._scan_all else self._moving_rows()
+        self._scan_all = False
+        self._due = 0
+        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
+                                            self.sent_dirty, self.rate, self.ovr)
         if rows.size == 0:
             return []
         ranks = self.rank[rows]
@@ -265,22 +293,25 @@ class FlowNet:
         ndone = np.diff(np.append(cut, rows.size))
         self.live_count[hit] -= ndone
         emptied = hit[self.live_count[hit] == 0].tolist()
-        self.alive[rows] = False
-        self.rem[rows] = 0.0
-        self.rate[rows] = 0.0
-        had_rate = ~np.isnan(self.ovr[rows])
-        self.ovr[rows] = np.nan
         self.n_dead += int(rows.size)
-        if not had_rate.all() or np.isnan(self.ovr[self.alive]).any():
+        if self._free is not None:
+            self._free -= free_ended
+        if free_ended or self._free_rows():
             self.stale = True  # max-min rates change; policy rates of the other flows do not
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
             self.compact()
         emptied.sort(key=lambda r: self.coflow[r][1])
         return emptied
 
+    def _free_rows(self) -> int:
+        """Alive rows without a policy rate (counted again after rows or policy rates changed)."""
+        if self._free is None:
+            self._free = int(kernels.free_alive(self.alive, self.ovr))
+        return self._free
+
     def next_completion(self) -> float:
         """Seconds until the first flow at a positive rate is done (inf if none moves)."""
-        return float(kernels.next_completion(self.rem, self.rate))
+        return float(kernels.next_completion(self._moving_rows(), self.rem, self.rate))
 
     # ------------------------------------------------------------------ rates
     def set_job_weight(self, jid: int, weight: float) -> None:
@@ -305,6 +336,7 @@ class FlowNet:
         self.ovr[rows] = vals
         self.stale = True
         self._checked = False
+        self._free = None
 
     def _rows_of_keys(self, keys: np.ndarray, ids: Sequence[tuple]) -> np.ndarray:
         self.compact()
@@ -347,44 +379,39 @@ class FlowNet:
         if not self.stale:
             return
         self.stale = False
-        from raytestbed.network.waterfill import flow_rates  # compiled (numba): imported on first use
+        from raytestbed.network.waterfill import link_members, net_rates  # compiled (numba): imported on first use
 
         cap = self.capacity
         glinks = self._glinks[:self._n_groups]
-        alive = self.alive
-        have = ~np.isnan(self.ovr)
-        if have.any():
-            rest = alive & ~have
-            free = bool(rest.any())
-            if free or not self._checked:  # (flows only ended since the last check: it would pass)
-                used = self._override_load(have)
+        if self._members is None or self._members[0] != self._n_groups:
+            self._members = (self._n_groups, *link_members(glinks, cap.size))
+        ptr, members = self._members[1:]
+        if self._n_fixed():
+            if self._free_rows() or not self._checked:  # (flows only ended since the last check: it would pass)
+                used = self._override_load()
                 self._checked = True
-            rate = np.zeros(self.rem.size)
-            if free:
-                grp = np.where(rest, self.grp, -1)
-                rate = flow_rates(grp, self.rank, self.job_w, glinks, np.maximum(cap - used, 1e-9 * cap))
-                rate[rest & (self.grp < 0)] = self.intra_bps
-            rate[have] = self.ovr[have]
-        else:
-            grp = self.grp if not self.n_dead else np.where(alive, self.grp, -1)
-            rate = flow_rates(grp, self.rank, self.job_w, glinks, cap)
-            rate[alive & (self.grp < 0)] = self.intra_bps
-        self.rate = rate
+                cap = np.maximum(cap - used, 1e-9 * cap)
+        self.rate = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr, members,
+                              self.intra_bps)
+        self._forget_moving()
 
-    def _override_load(self, have: np.ndarray) -> np.ndarray:
+    def _n_fixed(self) -> int:
+        """Rows with a policy rate."""
+        return int(self.ovr.size - np.count_nonzero(np.isnan(self.ovr)))
+
+    def _override_load(self) -> np.ndarray:
         """Load (bytes/s) of the policy rates on every link; PolicyError naming the first link (in row
         order) that a positive rate puts over its capacity."""
+        from raytestbed.network.waterfill import fixed_load  # compiled (numba)
+
         cap = self.capacity
-        hf = np.flatnonzero(have & (self.grp >= 0))
-        gl = self._glinks[self.grp[hf]]
-        on = gl >= 0
-        inc_link = gl[on]
-        inc_rate = np.repeat(self.ovr[hf], on.sum(axis=1))
-        used = np.bincount(inc_link, weights=inc_rate, minlength=cap.size)
+        used = fixed_load(self.grp, self.ovr, self._glinks, cap.size)
         over = used - cap > 1e-9 * cap
         if over.any():
-            first = int(np.argmax(over[inc_link] & (inc_rate != 0)))
-            raise PolicyError(f"network policy rates exceed capacity of link {self.link_id(int(inc_link[first]))}")
+            hf = np.flatnonzero(~np.isnan(self.ovr) & (self.grp >= 0) & (self.ovr != 0))
+            gl = self._glinks[self.grp[hf]]
+            first = next(int(x) for x in gl.ravel() if x >= 0 and over[x])
+            raise PolicyError(f"network policy rates exceed capacity of link {self.link_id(first)}")
         return used
 
     # ------------------------------------------------------------------ what policies read
