@@ -124,18 +124,20 @@ def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, gro
     summed weights go through :func:`fill_levels`."""
     ptr, members = link_members(group_links, capacity.size)
     return net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight,
-                     group_links, capacity, ptr, members, 0.0)
+                     group_links, capacity, ptr, members, 0.0, np.zeros(group.size))[0]
 
 
 @numba.njit(cache=True)
 def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray,
               group_links: np.ndarray, capacity: np.ndarray, ptr: np.ndarray, members: np.ndarray,
-              intra_bps: float) -> np.ndarray:  # pragma: no cover - compiled
+              intra_bps: float, rem: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:  # pragma: no cover - compiled
     """Rates (bytes/s) of the flow simulator's rows (compiled): a row that is not ``alive`` gets 0;
     one with a ``fixed`` rate (not NaN: a network policy's) gets it; the others in a group
     (``group[f]`` >= 0) get weighted max-min rates ``rank_weight[rank[f]] * level`` of
     :func:`fill_levels` on ``capacity``, and those in no group (intra-server) ``intra_bps``.
-    ``ptr``, ``members``: :func:`link_members` of ``group_links``."""
+    ``ptr``, ``members``: :func:`link_members` of ``group_links``. Also returns, in the same pass,
+    the rows with a positive rate (ascending) and the seconds until the first of them is done,
+    min of ``rem`` (bytes left) / rate (inf if none)."""
     n_f = group.size
     wsum = np.zeros(group_links.shape[0])
     for f in range(n_f):
@@ -144,15 +146,25 @@ def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.
             wsum[g] += rank_weight[rank[f]]
     level = fill_levels(group_links, wsum, capacity, ptr, members)
     out = np.zeros(n_f)
+    moving = np.empty(n_f, np.int64)
+    n = 0
+    best = np.inf
     for f in range(n_f):
         if not alive[f]:
             continue
         if not np.isnan(fixed[f]):
-            out[f] = fixed[f]
-            continue
-        g = group[f]
-        out[f] = rank_weight[rank[f]] * level[g] if g >= 0 else intra_bps
-    return out
+            r = fixed[f]
+        else:
+            g = group[f]
+            r = rank_weight[rank[f]] * level[g] if g >= 0 else intra_bps
+        out[f] = r
+        if r > 0.0:
+            moving[n] = f
+            n += 1
+            t = rem[f] / r
+            if t < best:
+                best = t
+    return out, moving[:n].copy(), best
 
 
 @numba.njit(cache=True)

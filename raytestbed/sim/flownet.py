@@ -91,6 +91,9 @@ class FlowNet:
         self._due = 0  #: rows that reached their threshold while moving since the last completion step
         self._scan_all = False  #: the next completion step looks at every row
         self._free: int | None = None  #: alive rows without a policy rate (None: count them again)
+        self._due_rows: np.ndarray | None = np.zeros(0, np.int64)  #: rows the last advance left at their threshold
+        self._advances = 0  #: advances since the last completion step
+        self._next: list | None = None  #: [seconds to the next completion counting, leaving out, the due rows; which]
 
     def __len__(self) -> int:
         """Alive flows."""
@@ -217,12 +220,15 @@ class FlowNet:
         """Rows or rates changed: the index of moving rows goes (rows that reached their threshold
         meanwhile may now be outside it: the next completion step looks at every row)."""
         self._moving = None
+        self._due_rows = None
+        self._next = None
         if self._due:
             self._scan_all = True
 
     def _moving_rows(self) -> np.ndarray:
         if self._moving is None:
-            self._moving = np.flatnonzero(self.rate > 0.0)
+            self._moving, t = kernels.moving_and_next(self.rem, self.rate)
+            self._next = [t, t, 0]
         return self._moving
 
     def end_coflow(self, rank: int) -> tuple:
@@ -265,8 +271,13 @@ class FlowNet:
         """Move every flow by min(bytes left, rate x dt) (``dt`` seconds), adding to ``sent``."""
         if dt <= 0 or self.rem.size == 0:
             return
-        self._due += kernels.advance(dt, self._moving_rows(), self.rem, self.rate, self.rank, self.sent,
-                                     self.sent_dirty, self.eps)
+        want_next = self._free_rows() == 0  # (else a completion changes the max-min rates: no use for it)
+        due, t_all, t_rest = kernels.advance(dt, self._moving_rows(), self.rem, self.rate, self.rank, self.sent,
+                                             self.sent_dirty, self.eps, self.alive, want_next)
+        self._due += due.size
+        self._due_rows = due
+        self._advances += 1
+        self._next = [t_all, t_rest, 0] if want_next else None
         self._moved += 1
 
     def take_sent(self) -> list[tuple[int, float]]:
@@ -280,11 +291,23 @@ class FlowNet:
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
         Returns the job ranks whose coflow has no flow left, by coflow start."""
-        rows_in = np.arange(self.rem.size) if self._scan_all else self._moving_rows()
+        if self._scan_all:
+            rows_in = np.arange(self.rem.size)
+        elif self._due_rows is not None and self._advances <= 1:
+            rows_in = self._due_rows  # (every row at its threshold now: those the one advance left there)
+        else:
+            rows_in = self._moving_rows()
+        exact_next = rows_in is self._due_rows and self._next is not None
         self._scan_all = False
         self._due = 0
+        self._advances = 0
         rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
                                             self.sent_dirty, self.rate, self.ovr)
+        if exact_next:
+            self._next[2] = 1  # the due rows ended: the next completion leaves them out
+        elif rows.size:
+            self._next = None
+        self._due_rows = np.zeros(0, np.int64)
         if rows.size == 0:
             return []
         ranks = self.rank[rows]
@@ -300,6 +323,7 @@ class FlowNet:
             self.stale = True  # max-min rates change; policy rates of the other flows do not
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
             self.compact()
+            self._due_rows = np.zeros(0, np.int64)
         emptied.sort(key=lambda r: self.coflow[r][1])
         return emptied
 
@@ -311,7 +335,10 @@ class FlowNet:
 
     def next_completion(self) -> float:
         """Seconds until the first flow at a positive rate is done (inf if none moves)."""
-        return float(kernels.next_completion(self._moving_rows(), self.rem, self.rate))
+        moving = self._moving_rows()
+        if self._next is None:
+            self._next = [kernels.next_completion(moving, self.rem, self.rate)] * 2 + [0]
+        return float(self._next[self._next[2]])
 
     # ------------------------------------------------------------------ rates
     def set_job_weight(self, jid: int, weight: float) -> None:
@@ -391,9 +418,10 @@ class FlowNet:
                 used = self._override_load()
                 self._checked = True
                 cap = np.maximum(cap - used, 1e-9 * cap)
-        self.rate = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr, members,
-                              self.intra_bps)
+        self.rate, moving, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr,
+                                              members, self.intra_bps, self.rem)
         self._forget_moving()
+        self._moving, self._next = moving, [t_next, t_next, 0]
 
     def _n_fixed(self) -> int:
         """Rows with a policy rate."""

@@ -11,27 +11,55 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+_SLACK = 1.0 + 1e-9  #: left < t x rate x _SLACK holds whenever left / rate < t (rounding), so only then divide
+
 
 @numba.njit(cache=True)
 def advance(dt: float, idx: np.ndarray, rem: np.ndarray, rate: np.ndarray, rank: np.ndarray, sent: np.ndarray,
-            dirty: np.ndarray, eps: np.ndarray) -> int:  # pragma: no cover - compiled
+            dirty: np.ndarray, eps: np.ndarray, alive: np.ndarray, want_next: bool) -> tuple[np.ndarray, float, float]:  # pragma: no cover - compiled
     """Move every row of ``idx`` by min(rem, rate x dt), adding what it sent to ``sent[rank]``
-    (bytes, flow by flow in row order) and flagging the rank in ``dirty``. Returns how many of the
-    rows that moved have at most ``eps`` bytes left now."""
-    due = 0
+    (bytes, flow by flow in row order) and flagging the rank in ``dirty``. Returns the rows of
+    ``idx`` that are alive with at most ``eps`` bytes left now (ascending), and (if ``want_next``;
+    else inf) the seconds until the next completion (min of rem / rate over the rows of ``idx`` at
+    a positive rate; inf if none) counting those rows and leaving them out."""
+    due = np.empty(idx.size, np.int64)
+    n = 0
+    t_all = np.inf
+    t_rest = np.inf
+    k = -1  # the rank whose bytes sent are summed in ``acc`` (rows of a rank are adjacent)
+    acc = 0.0
     for i in idx:
-        x = rate[i] * dt
+        r = rate[i]
+        if not r > 0.0:
+            continue
+        x = r * dt
+        left = rem[i]
         if x > 0.0:
-            left = rem[i]
             if x > left:
                 x = left
-            rem[i] = left - x
-            r = rank[i]
-            sent[r] += x
-            dirty[r] = True
-            if rem[i] <= eps[i]:
-                due += 1
-    return due
+            left = left - x
+            rem[i] = left
+            if rank[i] != k:
+                if k >= 0:
+                    sent[k] = acc
+                k = rank[i]
+                acc = sent[k]
+                dirty[k] = True
+            acc += x
+        if want_next and left < t_all * r * _SLACK:  # (only then can left / r be below t_all: divide)
+            t = left / r
+            if t < t_all:
+                t_all = t
+        if alive[i] and left <= eps[i]:
+            due[n] = i
+            n += 1
+        elif want_next and left < t_rest * r * _SLACK:
+            t = left / r
+            if t < t_rest:
+                t_rest = t
+    if k >= 0:
+        sent[k] = acc
+    return due[:n], t_all, t_rest
 
 
 @numba.njit(cache=True)
@@ -84,3 +112,20 @@ def free_alive(alive: np.ndarray, fixed: np.ndarray) -> int:  # pragma: no cover
         if alive[i] and np.isnan(fixed[i]):
             n += 1
     return n
+
+
+@numba.njit(cache=True)
+def moving_and_next(rem: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, float]:  # pragma: no cover - compiled
+    """The rows with a positive rate (ascending) and min over them of rem / rate, seconds (inf if none)."""
+    out = np.empty(rate.size, np.int64)
+    n = 0
+    best = np.inf
+    for i in range(rate.size):
+        r = rate[i]
+        if r > 0.0:
+            out[n] = i
+            n += 1
+            t = rem[i] / r
+            if t < best:
+                best = t
+    return out[:n].copy(), best
