@@ -91,9 +91,12 @@ class FlowNet:
         self._due = 0  #: rows that reached their threshold while moving since the last completion step
         self._scan_all = False  #: the next completion step looks at every row
         self._free: int | None = None  #: alive rows without a policy rate (None: count them again)
+        self._eps_max = _EPS_BYTES  #: >= every row's completion threshold (bytes)
         self._due_rows: np.ndarray | None = np.zeros(0, np.int64)  #: rows the last advance left at their threshold
         self._advances = 0  #: advances since the last completion step
-        self._next: list | None = None  #: [seconds to the next completion counting, leaving out, the due rows; which]
+        self._next: float | None = None  #: seconds to the next completion (None: find it again)
+        self._order: list | None = None  #: [moving rows by seconds to completion, those seconds, first, progress s]
+        self._asked = -1  #: progress count (``_moved``) of the last search for the next completion at these rates
 
     def __len__(self) -> int:
         """Alive flows."""
@@ -168,12 +171,14 @@ class FlowNet:
         if fab.any():
             grp[fab] = self._groups_of(src[fab], dst[fab])
         vol = np.asarray(vol, dtype=float)
+        eps = np.maximum(_EPS_BYTES, 1e-12 * vol)
+        self._eps_max = max(self._eps_max, float(eps.max()))
         new = {
             "uid": np.arange(self._next_uid, self._next_uid + m, dtype=np.int64),
             "rank": np.full(m, r, dtype=np.int64),
             "num": np.arange(m, dtype=np.int64),
             "src": src, "dst": dst, "grp": grp,
-            "rem": vol.copy(), "total": vol, "eps": np.maximum(_EPS_BYTES, 1e-12 * vol),
+            "rem": vol.copy(), "total": vol, "eps": eps,
             "rate": np.zeros(m), "ovr": np.full(m, np.nan), "alive": np.ones(m, dtype=bool),
         }
         self._next_uid += m
@@ -222,13 +227,14 @@ class FlowNet:
         self._moving = None
         self._due_rows = None
         self._next = None
+        self._order = None
+        self._asked = -1
         if self._due:
             self._scan_all = True
 
     def _moving_rows(self) -> np.ndarray:
         if self._moving is None:
-            self._moving, t = kernels.moving_and_next(self.rem, self.rate)
-            self._next = [t, t, 0]
+            self._moving, self._next = kernels.moving_and_next(self.rem, self.rate)
         return self._moving
 
     def end_coflow(self, rank: int) -> tuple:
@@ -271,14 +277,15 @@ class FlowNet:
         """Move every flow by min(bytes left, rate x dt) (``dt`` seconds), adding to ``sent``."""
         if dt <= 0 or self.rem.size == 0:
             return
-        want_next = self._free_rows() == 0  # (else a completion changes the max-min rates: no use for it)
-        due, t_all, t_rest = kernels.advance(dt, self._moving_rows(), self.rem, self.rate, self.rank, self.sent,
-                                             self.sent_dirty, self.eps, self.alive, want_next)
+        due = kernels.advance(dt, self._moving_rows(), self.rem, self.rate, self.rank, self.sent, self.sent_dirty,
+                              self.eps, self._eps_max)
         self._due += due.size
         self._due_rows = due
         self._advances += 1
-        self._next = [t_all, t_rest, 0] if want_next else None
+        self._next = None
         self._moved += 1
+        if self._order is not None:
+            self._order[3] += dt
 
     def take_sent(self) -> list[tuple[int, float]]:
         """[(job rank, bytes sent in its current run)] of the jobs whose count changed since the last call."""
@@ -297,15 +304,12 @@ class FlowNet:
             rows_in = self._due_rows  # (every row at its threshold now: those the one advance left there)
         else:
             rows_in = self._moving_rows()
-        exact_next = rows_in is self._due_rows and self._next is not None
         self._scan_all = False
         self._due = 0
         self._advances = 0
         rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
                                             self.sent_dirty, self.rate, self.ovr)
-        if exact_next:
-            self._next[2] = 1  # the due rows ended: the next completion leaves them out
-        elif rows.size:
+        if rows.size:
             self._next = None
         self._due_rows = np.zeros(0, np.int64)
         if rows.size == 0:
@@ -337,8 +341,20 @@ class FlowNet:
         """Seconds until the first flow at a positive rate is done (inf if none moves)."""
         moving = self._moving_rows()
         if self._next is None:
-            self._next = [kernels.next_completion(moving, self.rem, self.rate)] * 2 + [0]
-        return float(self._next[self._next[2]])
+            if self._order is None and self._asked >= 0 and self._asked != self._moved:
+                # the rates outlived a step: sort the moving rows by their time to completion once
+                rows = moving[self.rate[moving] > 0.0]
+                t0 = self.rem[rows] / self.rate[rows]
+                by = np.argsort(t0, kind="stable")
+                self._order = [rows[by], t0[by], 0, 0.0]
+            if self._order is not None:
+                order, t0, start, shift = self._order
+                t, self._order[2] = kernels.next_from_order(order, t0, start, shift, self.rem, self.rate)
+            else:
+                t = kernels.next_completion(moving, self.rem, self.rate)
+            self._next = float(t)
+            self._asked = self._moved
+        return self._next
 
     # ------------------------------------------------------------------ rates
     def set_job_weight(self, jid: int, weight: float) -> None:
@@ -421,7 +437,7 @@ class FlowNet:
         self.rate, moving, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr,
                                               members, self.intra_bps, self.rem)
         self._forget_moving()
-        self._moving, self._next = moving, [t_next, t_next, 0]
+        self._moving, self._next = moving, float(t_next)
 
     def _n_fixed(self) -> int:
         """Rows with a policy rate."""

@@ -11,24 +11,20 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-_SLACK = 1.0 + 1e-9  #: left < t x rate x _SLACK holds whenever left / rate < t (rounding), so only then divide
-
 
 @numba.njit(cache=True)
 def advance(dt: float, idx: np.ndarray, rem: np.ndarray, rate: np.ndarray, rank: np.ndarray, sent: np.ndarray,
-            dirty: np.ndarray, eps: np.ndarray, alive: np.ndarray, want_next: bool) -> tuple[np.ndarray, float, float]:  # pragma: no cover - compiled
+            dirty: np.ndarray, eps: np.ndarray, eps_max: float) -> np.ndarray:  # pragma: no cover - compiled
     """Move every row of ``idx`` by min(rem, rate x dt), adding what it sent to ``sent[rank]``
     (bytes, flow by flow in row order) and flagging the rank in ``dirty``. Returns the rows of
-    ``idx`` that are alive with at most ``eps`` bytes left now (ascending), and (if ``want_next``;
-    else inf) the seconds until the next completion (min of rem / rate over the rows of ``idx`` at
-    a positive rate; inf if none) counting those rows and leaving them out."""
+    ``idx`` at a positive rate (so alive) with at most ``eps`` bytes left now, ascending
+    (``eps_max`` >= every ``eps``: ``eps`` is read only for rows that close to their end)."""
     due = np.empty(idx.size, np.int64)
     n = 0
-    t_all = np.inf
-    t_rest = np.inf
     k = -1  # the rank whose bytes sent are summed in ``acc`` (rows of a rank are adjacent)
     acc = 0.0
-    for i in idx:
+    for j in range(idx.size):
+        i = idx[j]
         r = rate[i]
         if not r > 0.0:
             continue
@@ -46,20 +42,13 @@ def advance(dt: float, idx: np.ndarray, rem: np.ndarray, rate: np.ndarray, rank:
                 acc = sent[k]
                 dirty[k] = True
             acc += x
-        if want_next and left < t_all * r * _SLACK:  # (only then can left / r be below t_all: divide)
-            t = left / r
-            if t < t_all:
-                t_all = t
-        if alive[i] and left <= eps[i]:
-            due[n] = i
-            n += 1
-        elif want_next and left < t_rest * r * _SLACK:
-            t = left / r
-            if t < t_rest:
-                t_rest = t
+        if left <= eps_max:
+            if left <= eps[i]:
+                due[n] = i
+                n += 1
     if k >= 0:
         sent[k] = acc
-    return due[:n], t_all, t_rest
+    return due[:n]
 
 
 @numba.njit(cache=True)
@@ -129,3 +118,27 @@ def moving_and_next(rem: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, floa
             if t < best:
                 best = t
     return out[:n].copy(), best
+
+
+@numba.njit(cache=True)
+def next_from_order(order: np.ndarray, t0: np.ndarray, start: int, shift: float, rem: np.ndarray,
+                    rate: np.ndarray) -> tuple[float, int]:  # pragma: no cover - compiled
+    """:func:`next_completion` over the rows ``order[start:]``, sorted by ``t0`` (their rem / rate when
+    the rates were set), ``shift`` seconds of progress later: a row's rem / rate now is t0 - shift up
+    to rounding, so the rows are visited in ``t0`` order until t0 - shift exceeds the best found by
+    more than the rounding bound. Returns that minimum (inf if none) and the first position whose
+    row still moves (the rows before it have ended: rate 0)."""
+    n = order.size
+    while start < n and not rate[order[start]] > 0.0:
+        start += 1
+    best = np.inf
+    for k in range(start, n):
+        if t0[k] - shift > best + 1e-8 * (t0[k] + shift) + 1e-15:
+            break
+        i = order[k]
+        r = rate[i]
+        if r > 0.0:
+            t = rem[i] / r
+            if t < best:
+                best = t
+    return best, start
