@@ -52,12 +52,12 @@ def link_members(group_links: np.ndarray, n_links: int) -> tuple[np.ndarray, np.
 
 @numba.njit(cache=True)
 def fill_levels(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray, ptr: np.ndarray,
-                members: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+                members: np.ndarray, level: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Progressive filling one link at a time (compiled): the level (bytes/s per unit weight) at
     which every group freezes. Group g crosses the links ``group_links[g, :]`` (-1 = none, a link
     listed twice counts once) with summed weight ``wsum[g]`` (groups with ``wsum[g] <= 0`` take no
     part: level 0); ``capacity`` (bytes/s) per link; ``ptr``, ``members``: :func:`link_members` of
-    ``group_links``.
+    ``group_links``. The levels go into ``level[:G]`` (a buffer of at least G entries), returned.
 
     Each step takes the link with the lowest level lambda_l = R_l / W_l (R_l: capacity left by the
     frozen groups, W_l: weight of the unfrozen groups on l, ties: lowest index), freezes its
@@ -75,7 +75,8 @@ def fill_levels(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray,
                 if link >= 0:
                     wl[link] += wsum[g]
                     left[link] += 1
-    level = np.zeros(n_g)
+    level = level[:n_g]
+    level[:] = 0.0
     frozen = np.zeros(n_g, np.bool_)
     while True:
         best = np.inf
@@ -113,7 +114,7 @@ def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) 
     """:func:`fill_levels` of groups that all take part (``wsum[g]`` > 0), its link -> groups index
     built here."""
     ptr, members = link_members(group_links, capacity.size)
-    return fill_levels(group_links, wsum, capacity, ptr, members)
+    return fill_levels(group_links, wsum, capacity, ptr, members, np.empty(group_links.shape[0]))
 
 
 @numba.njit(cache=True)
@@ -123,34 +124,43 @@ def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, gro
     ``group[f]`` (< 0: not allocated, rate 0) with weight ``rank_weight[rank[f]]``; the groups'
     summed weights go through :func:`fill_levels`."""
     ptr, members = link_members(group_links, capacity.size)
-    return net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight,
-                     group_links, capacity, ptr, members, 0.0, np.zeros(group.size))[0]
+    out = np.empty(group.size)
+    net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight, group_links,
+              capacity, ptr, members, 0.0, np.zeros(group.size), out, np.empty(group.size, np.int64),
+              np.empty((2, group_links.shape[0])))
+    return out
 
 
 @numba.njit(cache=True)
 def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray,
               group_links: np.ndarray, capacity: np.ndarray, ptr: np.ndarray, members: np.ndarray,
-              intra_bps: float, rem: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:  # pragma: no cover - compiled
-    """Rates (bytes/s) of the flow simulator's rows (compiled): a row that is not ``alive`` gets 0;
-    one with a ``fixed`` rate (not NaN: a network policy's) gets it; the others in a group
-    (``group[f]`` >= 0) get weighted max-min rates ``rank_weight[rank[f]] * level`` of
-    :func:`fill_levels` on ``capacity``, and those in no group (intra-server) ``intra_bps``.
-    ``ptr``, ``members``: :func:`link_members` of ``group_links``. Also returns, in the same pass,
-    the rows with a positive rate (ascending) and the seconds until the first of them is done,
-    min of ``rem`` (bytes left) / rate (inf if none)."""
+              intra_bps: float, rem: np.ndarray, out: np.ndarray, moving: np.ndarray,
+              scratch: np.ndarray) -> tuple[int, float]:  # pragma: no cover - compiled
+    """Rates (bytes/s) of the flow simulator's rows, written into ``out`` (compiled): a row that is
+    not ``alive`` gets 0; one with a ``fixed`` rate (not NaN: a network policy's) gets it; the
+    others in a group (``group[f]`` >= 0) get weighted max-min rates ``rank_weight[rank[f]] *
+    level`` of :func:`fill_levels` on ``capacity``, and those in no group (intra-server)
+    ``intra_bps``. ``ptr``, ``members``: :func:`link_members` of ``group_links``. In the same pass
+    the rows with a positive rate go (ascending) into ``moving[:n]``; returns n and the seconds
+    until the first of them is done, min of ``rem`` (bytes left) / rate (inf if none). ``out`` and
+    ``moving`` are buffers of at least ``group.size`` entries and ``scratch`` one of (2, G) for G
+    groups that the caller keeps: allocating such arrays afresh at every call costs more in page
+    faults than the passes themselves."""
     n_f = group.size
-    wsum = np.zeros(group_links.shape[0])
+    n_g = group_links.shape[0]
+    wsum = scratch[0, :n_g]
+    wsum[:] = 0.0
     for f in range(n_f):
         g = group[f]
         if g >= 0 and alive[f] and np.isnan(fixed[f]):
             wsum[g] += rank_weight[rank[f]]
-    level = fill_levels(group_links, wsum, capacity, ptr, members)
-    out = np.zeros(n_f)
-    moving = np.empty(n_f, np.int64)
+    level = fill_levels(group_links, wsum, capacity, ptr, members, scratch[1])
     n = 0
     best = np.inf
+    lim = np.inf  # best x (1 + 1e-9): rem < lim x r whenever rem / r < best, whatever the rounding
     for f in range(n_f):
         if not alive[f]:
+            out[f] = 0.0
             continue
         if not np.isnan(fixed[f]):
             r = fixed[f]
@@ -161,10 +171,12 @@ def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.
         if r > 0.0:
             moving[n] = f
             n += 1
-            t = rem[f] / r
-            if t < best:
-                best = t
-    return out, moving[:n].copy(), best
+            if rem[f] < lim * r:  # (only then can rem / r be below best: divide)
+                t = rem[f] / r
+                if t < best:
+                    best = t
+                    lim = t * (1.0 + 1e-9)
+    return n, best
 
 
 @numba.njit(cache=True)

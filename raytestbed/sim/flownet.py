@@ -91,6 +91,9 @@ class FlowNet:
         self._due = 0  #: rows that reached their threshold while moving since the last completion step
         self._scan_all = False  #: the next completion step looks at every row
         self._free: int | None = None  #: alive rows without a policy rate (None: count them again)
+        self._fixed: int | None = None  #: rows with a policy rate (None: count them again)
+        self._mbuf = np.empty(0, dtype=np.int64)  #: buffer behind ``_moving``
+        self._gbuf = np.empty((2, 0))  #: the allocation's buffer (``_group_scratch``)
         self._eps_max = _EPS_BYTES  #: >= every row's completion threshold (bytes)
         self._due_rows: np.ndarray | None = np.zeros(0, np.int64)  #: rows the last advance left at their threshold
         self._advances = 0  #: advances since the last completion step
@@ -220,6 +223,7 @@ class FlowNet:
         self._blocks = None
         self._forget_moving()
         self._free = None
+        self._fixed = None
 
     def _forget_moving(self) -> None:
         """Rows or rates changed: the index of moving rows goes (rows that reached their threshold
@@ -233,9 +237,24 @@ class FlowNet:
             self._scan_all = True
 
     def _moving_rows(self) -> np.ndarray:
+        """Rows with a positive rate, ascending (a view of a buffer kept between calls: allocating
+        arrays of every row at every step costs more in page faults than the passes themselves)."""
         if self._moving is None:
-            self._moving, self._next = kernels.moving_and_next(self.rem, self.rate)
+            buf = self._moving_buffer()
+            n, self._next = kernels.moving_and_next(self.rem, self.rate, buf)
+            self._moving = buf[:n]
         return self._moving
+
+    def _group_scratch(self) -> np.ndarray:
+        """(2, groups) buffer of the allocation (summed weights, levels), kept between allocations."""
+        if self._gbuf.shape[1] < self._n_groups:
+            self._gbuf = np.empty((2, self._glinks.shape[0]))
+        return self._gbuf
+
+    def _moving_buffer(self) -> np.ndarray:
+        if self._mbuf.size < self.rem.size:
+            self._mbuf = np.empty(2 * self.rem.size, dtype=np.int64)
+        return self._mbuf
 
     def end_coflow(self, rank: int) -> tuple:
         """Forget the (flowless) active coflow of the job of ``rank``; returns its (id, sequence, start s,
@@ -323,6 +342,8 @@ class FlowNet:
         self.n_dead += int(rows.size)
         if self._free is not None:
             self._free -= free_ended
+        if self._fixed is not None:
+            self._fixed -= int(rows.size) - free_ended  # (an ended row's policy rate goes)
         if free_ended or self._free_rows():
             self.stale = True  # max-min rates change; policy rates of the other flows do not
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
@@ -380,6 +401,7 @@ class FlowNet:
         self.stale = True
         self._checked = False
         self._free = None
+        self._fixed = None
 
     def _rows_of_keys(self, keys: np.ndarray, ids: Sequence[tuple]) -> np.ndarray:
         self.compact()
@@ -434,14 +456,17 @@ class FlowNet:
                 used = self._override_load()
                 self._checked = True
                 cap = np.maximum(cap - used, 1e-9 * cap)
-        self.rate, moving, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr,
-                                              members, self.intra_bps, self.rem)
+        buf = self._moving_buffer()
+        n, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr, members,
+                              self.intra_bps, self.rem, self.rate, buf, self._group_scratch())
         self._forget_moving()
-        self._moving, self._next = moving, float(t_next)
+        self._moving, self._next = buf[:n], float(t_next)
 
     def _n_fixed(self) -> int:
-        """Rows with a policy rate."""
-        return int(self.ovr.size - np.count_nonzero(np.isnan(self.ovr)))
+        """Rows with a policy rate (counted again after rows or policy rates changed)."""
+        if self._fixed is None:
+            self._fixed = int(self.ovr.size - np.count_nonzero(np.isnan(self.ovr)))
+        return self._fixed
 
     def _override_load(self) -> np.ndarray:
         """Load (bytes/s) of the policy rates on every link; PolicyError naming the first link (in row

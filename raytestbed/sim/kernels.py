@@ -19,7 +19,7 @@ def advance(dt: float, idx: np.ndarray, rem: np.ndarray, rate: np.ndarray, rank:
     (bytes, flow by flow in row order) and flagging the rank in ``dirty``. Returns the rows of
     ``idx`` at a positive rate (so alive) with at most ``eps`` bytes left now, ascending
     (``eps_max`` >= every ``eps``: ``eps`` is read only for rows that close to their end)."""
-    due = np.empty(idx.size, np.int64)
+    due = np.empty(idx.size, np.int64)  # (untouched beyond the first n: no page faults)
     n = 0
     k = -1  # the rank whose bytes sent are summed in ``acc`` (rows of a rank are adjacent)
     acc = 0.0
@@ -104,20 +104,20 @@ def free_alive(alive: np.ndarray, fixed: np.ndarray) -> int:  # pragma: no cover
 
 
 @numba.njit(cache=True)
-def moving_and_next(rem: np.ndarray, rate: np.ndarray) -> tuple[np.ndarray, float]:  # pragma: no cover - compiled
-    """The rows with a positive rate (ascending) and min over them of rem / rate, seconds (inf if none)."""
-    out = np.empty(rate.size, np.int64)
+def moving_and_next(rem: np.ndarray, rate: np.ndarray, moving: np.ndarray) -> tuple[int, float]:  # pragma: no cover - compiled
+    """The rows with a positive rate go (ascending) into ``moving[:n]`` (a buffer of at least
+    ``rate.size``); returns n and min over them of rem / rate, seconds (inf if none)."""
     n = 0
     best = np.inf
     for i in range(rate.size):
         r = rate[i]
         if r > 0.0:
-            out[n] = i
+            moving[n] = i
             n += 1
             t = rem[i] / r
             if t < best:
                 best = t
-    return out[:n].copy(), best
+    return n, best
 
 
 @numba.njit(cache=True)
