@@ -1,8 +1,10 @@
 """Compiled (numba) passes of the flow simulator over its flow arrays (:mod:`raytestbed.sim.flownet`).
 
-One pass per event instead of a dozen numpy passes: move the flows, end the completed ones, find
-the next completion. Each pass visits the rows in ``idx`` (ascending): the rows with a positive
-rate, since only they move. Rows are grouped by job rank (all rows of a job are adjacent). Units:
+One pass per event instead of a dozen numpy passes: move the flows (and note those at their
+threshold), end the completed ones, find the next completion. The passes visit the rows in
+``idx`` (ascending): the rows with a positive rate, since only they move; while the rates last,
+the next completion is a short search of those rows sorted by time to completion
+(:func:`next_from_order`). Rows are grouped by job rank (all rows of a job are adjacent). Units:
 bytes, bytes/s, seconds.
 """
 
