@@ -80,3 +80,23 @@ def test_ties_broken_by_arrival():
     assert sorted(got.values()) == pytest.approx([1.0, 2.0])
     assert got[0] == pytest.approx(1.0)
     assert np.isfinite(list(got.values())).all()
+
+
+# X: 0->1 (1), Gamma 1.  Y: 0->2 (2), 2->3 (2), Gamma 2.  Z: 0->1 (1), 1->3 (3), Gamma 3.
+BLOCKED = [job(0, [(0, 1, 1)]), job(1, [(0, 2, 2), (2, 3, 2)]), job(2, [(0, 1, 1), (1, 3, 3)])]
+
+
+def test_backfill_styles_by_hand():
+    """t=0: MADD gives X egress 0; Y and Z need egress 0 and get nothing.
+    Greedy backfill in SEBF order: Y's 2->3 takes all of ingress 3, Z's 1->3 gets nothing. t=1 (X done):
+    MADD Y at Gamma 2 (0->2 at C, 2->3 at C/2), Z blocked again; backfill lifts 2->3 to C. t=3: Y done;
+    Z alone, Gamma 3: 1->3 ends at t=6.
+    CoflowSim's style: at t=0 the blocked Y and Z, as one coflow, split ingress 3 (C/2 each); at t=1
+    MADD Y (0->2 at C, 2->3 with 1.5 left at 0.75 C), Z's 1->3 gets the 0.25 C left on ingress 3, so at
+    t=3 (Y done) it has 2 left: Z's MADD at Gamma 2 plus backfill ends it at t=5."""
+    greedy = ccts(make_policy("varys", "network"), BLOCKED, n=4)
+    assert greedy == pytest.approx({0: 1.0, 1: 3.0, 2: 6.0}, rel=1e-9)
+    cfs = ccts(make_policy("varys", "network", backfill_style="coflowsim"), BLOCKED, n=4)
+    assert cfs == pytest.approx({0: 1.0, 1: 3.0, 2: 5.0}, rel=1e-9)
+    with pytest.raises(PolicyError):
+        make_policy("varys", "network", backfill_style="fair")

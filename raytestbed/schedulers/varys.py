@@ -18,6 +18,11 @@ every active coflow's flow sizes. At every observed event (a coflow becomes vali
 3. **Work-conserving backfill** (``backfill: true``, default): the capacity still left goes to
    single flows, coflows in SEBF order and flows in coflow order, each flow adding the smallest
    spare capacity of its links (:func:`~raytestbed.network.coflow_rates.greedy_backfill`).
+   ``backfill_style: coflowsim`` does it as CoflowSim's SEBF does instead: first the coflows that
+   got nothing in step 2, taken together as one coflow, share the spare port capacity, every flow
+   min(free egress / flows there, free ingress / flows there) (the per-port share of
+   :func:`~raytestbed.network.coflow_rates.port_share_rates`); then the greedy backfill with the
+   coflows in arrival order. Flat clusters only (NIC ports, no rack links).
 
 Rates stay fixed until the next observed event (flows that finish early leave their bandwidth
 idle until then, as in Varys and CoflowSim). Units: bytes, bytes/s, seconds.
@@ -29,12 +34,21 @@ import numpy as np
 
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
-from raytestbed.network.coflow_rates import Flows, LinkIndex, greedy_backfill, o3_gamma, o3_rates, priority_fill
+from raytestbed.network.coflow_rates import (
+    Flows,
+    LinkIndex,
+    greedy_backfill,
+    o3_gamma,
+    o3_rates,
+    priority_fill,
+)
 from raytestbed.schedulers.base import register_policy
 from raytestbed.schedulers.coflow_base import CoflowPolicy
 
 #: what SEBF orders by: the Gamma of the bytes left (Varys) or of the coflow's total bytes (CoflowSim)
 SEBF_BYTES = ("remaining", "total")
+#: how the capacity MADD leaves is handed out: greedy in SEBF order, or as CoflowSim's SEBF does
+BACKFILL_STYLES = ("sebf", "coflowsim")
 
 
 @register_policy
@@ -45,12 +59,17 @@ class VarysPolicy(CoflowPolicy):
     description = "Varys: smallest effective bottleneck first, MADD rates, work-conserving backfill (clairvoyant)"
 
     def __init__(self, seed: int = 0, sebf_bytes: str = "remaining", backfill: bool = True,
-                 observe_interval_s: float | None = None, fast_path: bool = True) -> None:
+                 backfill_style: str = "sebf", observe_interval_s: float | None = None,
+                 fast_path: bool = True) -> None:
         super().__init__(seed, observe_interval_s, fast_path)
         if sebf_bytes not in SEBF_BYTES:
             raise PolicyError(f"{self.name}: sebf_bytes must be one of {', '.join(SEBF_BYTES)}, got {sebf_bytes!r}")
+        if backfill_style not in BACKFILL_STYLES:
+            raise PolicyError(f"{self.name}: backfill_style must be one of {', '.join(BACKFILL_STYLES)}, "
+                              f"got {backfill_style!r}")
         self.sebf_bytes = sebf_bytes
         self.backfill = bool(backfill)
+        self.backfill_style = backfill_style
 
     def sebf_order(self, flows: Flows, links: LinkIndex, view: ClusterView) -> list[int]:
         """Coflow indices in SEBF order (ascending Gamma, then job arrival, then coflow id)."""
@@ -67,6 +86,36 @@ class VarysPolicy(CoflowPolicy):
         order = self.sebf_order(flows, links, view)
         base = o3_rates(flows, links)
         rates = priority_fill(flows, links, order, fast=self.fast_path, base=base)
-        if self.backfill:
-            rates = greedy_backfill(flows, links, rates, order)
-        return rates
+        if not self.backfill:
+            return rates
+        if self.backfill_style == "coflowsim":
+            rates = self._share_among_skipped(flows, links, rates)
+            order = sorted(range(flows.n_coflows),
+                           key=lambda c: (view.running[flows.coflow_job[c]].job.arrival_s, flows.coflow_ids[c]))
+        return greedy_backfill(flows, links, rates, order)
+
+    @staticmethod
+    def _share_among_skipped(flows: Flows, links: LinkIndex, rates: np.ndarray) -> np.ndarray:
+        """CoflowSim's first work-conserving step: the coflows whose fabric flows all got 0 from MADD
+        (one of their links was full), taken as one coflow, share the port capacity left by the
+        others, each of their flows min(free egress / flows there, free ingress / flows there)."""
+        net = flows.src != flows.dst
+        moving = np.bincount(flows.cf[net], weights=(rates[net] > 0).astype(float), minlength=flows.n_coflows)
+        has_net = np.bincount(flows.cf[net], minlength=flows.n_coflows) > 0
+        skipped = has_net & (moving == 0)
+        rows = np.flatnonzero(skipped[flows.cf] & net)
+        if rows.size == 0:
+            return rates
+        if links.n_racks:
+            raise PolicyError("varys: backfill_style 'coflowsim' needs a cluster without racks")
+        from raytestbed.network.waterfill import port_share_fill  # compiled (numba)
+
+        n = links.n_servers
+        used = np.bincount(flows.inc_link, weights=rates[flows.inc_flow], minlength=links.capacity.size)
+        free = np.maximum(links.capacity - used, 0.0)[:2 * n]
+        share = np.zeros(rows.size)
+        port_share_fill(np.zeros(1, dtype=np.int64), np.array([0, rows.size], dtype=np.int64),
+                        flows.src[rows].astype(np.int64), flows.dst[rows].astype(np.int64), n, free, share)
+        out = rates.copy()
+        out[rows] += share
+        return out

@@ -44,6 +44,7 @@ RUNS = {
     "aalo-dark": ("aalo", {"queues": 10, "coflow_rates": "port_share"}, "DARK"),
     "varys": ("varys", {}, "SEBF"),
     "varys-total": ("varys", {"sebf_bytes": "total"}, "SEBF"),
+    "varys-cfs": ("varys", {"sebf_bytes": "total", "backfill_style": "coflowsim"}, "SEBF"),
     "parrot": ("parrot", {}, "-"),
 }
 EPOCHS = {0.0: "8", 10.24: "10240"}  # our epoch (s) -> the CoflowSim file's epoch (trace-ms)
