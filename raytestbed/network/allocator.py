@@ -457,7 +457,7 @@ def grouped_max_min_rates(
     group that crosses fewer than K; every group crosses at least one); ``capacity`` (bytes/s,
     > 0) per link. Flows of one group freeze together in progressive filling at the same level
     (bytes/s per unit weight), so the filling runs once per group with the group's summed weight
-    W_g, one link at a time in compiled code (:func:`raytestbed.network.waterfill.water_fill`), and every flow gets
+    W_g, one link at a time in compiled code (:func:`raytestbed.network.waterfill.fill_levels`), and every flow gets
     ``weight[f] * level_g``. The same allocation as :class:`RateAllocator` up to rounding
     (``tests/test_allocator_grouped.py``); this is the flow simulator's allocator."""
     from raytestbed.network.waterfill import flow_rates  # compiled (numba): imported on first use

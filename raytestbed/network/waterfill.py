@@ -110,14 +110,6 @@ def fill_levels(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray,
 
 
 @numba.njit(cache=True)
-def water_fill(group_links: np.ndarray, wsum: np.ndarray, capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """:func:`fill_levels` of groups that all take part (``wsum[g]`` > 0), its link -> groups index
-    built here."""
-    ptr, members = link_members(group_links, capacity.size)
-    return fill_levels(group_links, wsum, capacity, ptr, members, np.empty(group_links.shape[0]))
-
-
-@numba.njit(cache=True)
 def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, group_links: np.ndarray,
                capacity: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
     """Weighted max-min rates (bytes/s) of flows in groups (compiled): flow f is in group
