@@ -197,13 +197,29 @@ def port_share_rates(flows: Flows, links: LinkIndex, order: list[int]) -> np.nda
     coflows before it left, min(free egress / its flows there, free ingress / its flows there) per
     flow (:func:`raytestbed.network.waterfill.port_share_fill`); intra-server flows get intra_bps.
     Flat clusters only (NIC ports, no rack links)."""
+    rates = np.where(flows.src != flows.dst, 0.0, links.intra_bps)
+    cf_start = np.searchsorted(flows.cf, np.arange(flows.n_coflows + 1)).astype(np.int64)
+    _port_share(links, order, cf_start, flows.src, flows.dst, links.capacity, rates)
+    return rates
+
+
+def port_share_together(flows: Flows, links: LinkIndex, rows: np.ndarray, capacity: np.ndarray) -> np.ndarray:
+    """The fabric flows ``rows`` taken together as one coflow, DARK's per-port share of ``capacity``
+    (bytes/s per link): each gets min(free egress / flows there, free ingress / flows there) (CoflowSim
+    SEBF's share for the coflows it could not serve). Returns their rates, bytes/s, in ``rows`` order.
+    Flat clusters only."""
+    rates = np.zeros(rows.size)
+    _port_share(links, [0], np.array([0, rows.size], dtype=np.int64), flows.src[rows], flows.dst[rows], capacity,
+                rates)
+    return rates
+
+
+def _port_share(links: LinkIndex, order, cf_start: np.ndarray, src: np.ndarray, dst: np.ndarray,
+                capacity: np.ndarray, rates: np.ndarray) -> None:
     if links.n_racks:
         raise ValueError("port_share rates need a cluster without racks")
     from raytestbed.network.waterfill import port_share_fill  # compiled (numba)
 
-    rates = np.where(flows.src != flows.dst, 0.0, links.intra_bps)
-    cf_start = np.searchsorted(flows.cf, np.arange(flows.n_coflows + 1)).astype(np.int64)
-    free = links.capacity[:2 * links.n_servers].copy()
-    port_share_fill(np.asarray(order, dtype=np.int64), cf_start, flows.src.astype(np.int64),
-                    flows.dst.astype(np.int64), links.n_servers, free, rates)
-    return rates
+    free = np.asarray(capacity, dtype=float)[:2 * links.n_servers].copy()
+    port_share_fill(np.asarray(order, dtype=np.int64), cf_start, src.astype(np.int64), dst.astype(np.int64),
+                    links.n_servers, free, rates)

@@ -21,7 +21,7 @@ every active coflow's flow sizes. At every observed event (a coflow becomes vali
    ``backfill_style: coflowsim`` does it as CoflowSim's SEBF does instead: first the coflows that
    got nothing in step 2, taken together as one coflow, share the spare port capacity, every flow
    min(free egress / flows there, free ingress / flows there) (the per-port share of
-   :func:`~raytestbed.network.coflow_rates.port_share_rates`); then the greedy backfill with the
+   :func:`~raytestbed.network.coflow_rates.port_share_together`); then the greedy backfill with the
    coflows in arrival order. Flat clusters only (NIC ports, no rack links).
 
 Rates stay fixed until the next observed event (flows that finish early leave their bandwidth
@@ -38,8 +38,10 @@ from raytestbed.network.coflow_rates import (
     Flows,
     LinkIndex,
     greedy_backfill,
+    link_loads,
     o3_gamma,
     o3_rates,
+    port_share_together,
     priority_fill,
 )
 from raytestbed.schedulers.base import register_policy
@@ -90,8 +92,7 @@ class VarysPolicy(CoflowPolicy):
             return rates
         if self.backfill_style == "coflowsim":
             rates = self._share_among_skipped(flows, links, rates)
-            order = sorted(range(flows.n_coflows),
-                           key=lambda c: (view.running[flows.coflow_job[c]].job.arrival_s, flows.coflow_ids[c]))
+            order = list(range(flows.n_coflows))  # (a Flows table lists its coflows by job arrival)
         return greedy_backfill(flows, links, rates, order)
 
     @staticmethod
@@ -108,14 +109,7 @@ class VarysPolicy(CoflowPolicy):
             return rates
         if links.n_racks:
             raise PolicyError("varys: backfill_style 'coflowsim' needs a cluster without racks")
-        from raytestbed.network.waterfill import port_share_fill  # compiled (numba)
-
-        n = links.n_servers
-        used = np.bincount(flows.inc_link, weights=rates[flows.inc_flow], minlength=links.capacity.size)
-        free = np.maximum(links.capacity - used, 0.0)[:2 * n]
-        share = np.zeros(rows.size)
-        port_share_fill(np.zeros(1, dtype=np.int64), np.array([0, rows.size], dtype=np.int64),
-                        flows.src[rows].astype(np.int64), flows.dst[rows].astype(np.int64), n, free, share)
+        share = port_share_together(flows, links, rows, np.maximum(links.capacity - link_loads(flows, links, rates), 0.0))
         out = rates.copy()
         out[rows] += share
         return out
