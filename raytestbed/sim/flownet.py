@@ -237,12 +237,11 @@ class FlowNet:
             self._scan_all = True
 
     def _moving_rows(self) -> np.ndarray:
-        """Rows with a positive rate, ascending (a view of a buffer kept between calls: allocating
-        arrays of every row at every step costs more in page faults than the passes themselves)."""
+        """Rows with a positive rate, ascending (after an allocation: a view of the buffer it filled,
+        kept between allocations since allocating arrays of every row at every step costs more in
+        page faults than the passes themselves)."""
         if self._moving is None:
-            buf = self._moving_buffer()
-            n, self._next = kernels.moving_and_next(self.rem, self.rate, buf)
-            self._moving = buf[:n]
+            self._moving = np.flatnonzero(self.rate > 0.0)
         return self._moving
 
     def _group_scratch(self) -> np.ndarray:

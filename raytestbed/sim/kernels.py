@@ -106,23 +106,6 @@ def free_alive(alive: np.ndarray, fixed: np.ndarray) -> int:  # pragma: no cover
 
 
 @numba.njit(cache=True)
-def moving_and_next(rem: np.ndarray, rate: np.ndarray, moving: np.ndarray) -> tuple[int, float]:  # pragma: no cover - compiled
-    """The rows with a positive rate go (ascending) into ``moving[:n]`` (a buffer of at least
-    ``rate.size``); returns n and min over them of rem / rate, seconds (inf if none)."""
-    n = 0
-    best = np.inf
-    for i in range(rate.size):
-        r = rate[i]
-        if r > 0.0:
-            moving[n] = i
-            n += 1
-            t = rem[i] / r
-            if t < best:
-                best = t
-    return n, best
-
-
-@numba.njit(cache=True)
 def next_from_order(order: np.ndarray, t0: np.ndarray, start: int, shift: float, rem: np.ndarray,
                     rate: np.ndarray) -> tuple[float, int]:  # pragma: no cover - compiled
     """:func:`next_completion` over the rows ``order[start:]``, sorted by ``t0`` (their rem / rate when
