@@ -21,3 +21,28 @@ def test_a_one_off_spike_is_filtered_and_a_lasting_change_shows():
 
 def test_a_fixed_factor_charges_cpu_seconds_as_they_are():
     assert ComputeCharge({"fwd": 1.0}, factor=0.05).charge("fwd", 0.2) == pytest.approx(0.01)
+
+
+def test_a_run_is_charged_its_profile_from_its_first_pass_on():
+    """No samples from outside the run: the first passes (a cold first one included) are charged the profile."""
+    c = ComputeCharge({"fwd": 0.02})
+    got = [c.charge("fwd", cpu) for cpu in (0.03, 0.01, 0.01, 0.01, 0.01)]
+    assert got == pytest.approx([0.02] * 5)
+
+
+def test_a_real_worker_starts_with_no_cpu_samples_from_outside_its_run():
+    """The charge window holds only the run's own passes (none measured alone before the run)."""
+    from raytestbed.core.cluster import Cluster
+    from raytestbed.core.placement import Placement
+    from raytestbed.core.profile import default_profiles
+    from raytestbed.emu.executors.plan import plan_job
+    from raytestbed.emu.executors.worker import StageWorker
+    from raytestbed.traces.jobs import build_job
+
+    prof = default_profiles()["mlp-tiny"]
+    job = build_job(1, 0.0, prof, 2, "pipeline", 3)
+    plan = plan_job(job, Placement(((0,), (1,))), Cluster.homogeneous(1, 2, 1e9, 1e10), iterations=3,
+                    mode="real", profile=prof)
+    for spec in plan.workers:
+        w = StageWorker(spec, clock=None, pid=(0, "w", spec.rank))
+        assert w.charges.factor is None and w.charges.samples == {}

@@ -20,7 +20,6 @@ not invalidate saved tensors.
 from __future__ import annotations
 
 import statistics
-import time
 
 import numpy as np
 import torch
@@ -38,10 +37,6 @@ def _rows(make, n: int) -> torch.Tensor:
     return x
 
 
-#: calibration CPU seconds (forward samples, backward samples) per stage shape, in this process
-_CALIBRATED: dict[tuple, tuple[list[float], list[float]]] = {}
-
-
 class ComputeCharge:
     """Emulated seconds charged for a real forward or backward pass of one stage replica.
 
@@ -49,9 +44,11 @@ class ComputeCharge:
     Else the pass is charged its stage's profiled seconds times ``recent / typical``: ``recent`` is the
     median CPU seconds of this worker's last ``smooth`` passes of that kind (a one-off spike of the
     host — a context switch, a cold cache — is filtered out; a lasting change shows within
-    ``smooth // 2 + 1`` passes), ``typical`` the median of its last ``window`` passes (the
-    calibration passes first). So the charges follow the profile on average whatever the host's
-    speed and load (docs/emulator.md, "Real compute").
+    ``smooth // 2 + 1`` passes), ``typical`` the median of its last ``window`` passes. Both come
+    from the run's own passes (``samples`` seeds the window, for tests): CPU seconds measured
+    outside the run — a stage timed alone, with warm caches — differ from a run's by several per
+    cent and would bias every charge until the window has forgotten them. So the charges follow
+    the profile on average whatever the host's speed and load (docs/emulator.md, "Real compute").
     """
 
     def __init__(self, profiled: dict[str, float], samples: dict[str, list[float]] | None = None,
@@ -97,40 +94,6 @@ class RealStage:
         self._targets = _rows(model.make_target, self.global_batch) if self.last else None
         self._saved: dict[int, tuple] = {}
         self._grads: dict[int, list[torch.Tensor | None]] = {}
-
-        self._model = model
-        self._start = start
-
-    def calibrate(self, repeats: int = 9) -> tuple[list[float], list[float]]:
-        """CPU seconds (this thread) of :meth:`forward` and of :meth:`backward` of this stage on its own
-        shard — the calls the worker charges, each iteration followed (unmeasured) by the gradient
-        flattening and an SGD step of zero, as in a run — ``repeats`` times after one warm-up;
-        measured once per process and stage shape. Leaves the weights unchanged."""
-        n = len(self.first_shard()) if self.first else self.global_batch // max(1, self.spec.replicas[self.spec.stage])
-        key = (self.spec.model, self.spec.seed, self.spec.layers, n, self.stash_weights)
-        if key in _CALIBRATED:
-            return _CALIBRATED[key]
-        idx = np.arange(n)
-        x = None
-        if not self.first:
-            with torch.no_grad():
-                x = self._model.stage(0, self._start)(_rows(self._model.make_input, self.global_batch)[idx]).numpy()
-        fwd, bwd = [], []
-        for r in range(repeats + 1):
-            i = -1 - r  # mini-batch ids no run uses
-            c0 = time.thread_time()
-            out, _ = self.forward(i, x, idx)
-            c1 = time.thread_time()
-            g = None if self.last else np.ones_like(out)
-            c2 = time.thread_time()
-            self.backward(i, g)
-            c3 = time.thread_time()
-            if r:
-                fwd.append(c1 - c0)
-                bwd.append(c3 - c2)
-            self.apply(np.zeros_like(self.flat_grad(i)))
-        _CALIBRATED[key] = (fwd, bwd)
-        return _CALIBRATED[key]
 
     @property
     def param_bytes(self) -> int:

@@ -166,11 +166,7 @@ class StageWorker(_Participant):
 
             self.stage = RealStage(spec)
             prof = {"fwd": spec.profile.fwd_s, "bwd": spec.profile.bwd_s}
-            if spec.compute_factor:
-                self.charges = ComputeCharge(prof, factor=spec.compute_factor)
-            else:
-                fwd, bwd = self.stage.calibrate()
-                self.charges = ComputeCharge(prof, {"fwd": fwd, "bwd": bwd})
+            self.charges = ComputeCharge(prof, factor=spec.compute_factor or None)
 
     # ------------------------------------------------------------- control
     def connect(self, peers: dict, ps: list | None = None) -> bool:
