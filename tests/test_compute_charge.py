@@ -46,3 +46,20 @@ def test_a_real_worker_starts_with_no_cpu_samples_from_outside_its_run():
     for spec in plan.workers:
         w = StageWorker(spec, clock=None, pid=(0, "w", spec.rank))
         assert w.charges.factor is None and w.charges.samples == {}
+
+
+def test_inbound_flows_hold_the_gpu_for_their_union_once():
+    """Two inbound flows that shared the ingress port over the same interval are charged it once
+    (eq. 5's sequential time at the full rate); gaps and later flows count; out-of-order spans too."""
+    from raytestbed.emu.executors.worker import InboundTime
+
+    h = InboundTime()
+    assert h.charge([(1.0, 3.0)]) == pytest.approx(2.0)
+    assert h.charge([(1.5, 3.5)]) == pytest.approx(0.5)  # overlapped [1.5, 3]: charged already
+    assert h.charge([(5.0, 6.0), (5.5, 7.0)]) == pytest.approx(2.0)  # one receive, two overlapping slices
+    assert h.charge([(0.0, 8.0)]) == pytest.approx(8.0 - 2.5 - 2.0)  # an older, longer span: only the gaps
+    assert h.charge([(9.0, 9.5)]) == pytest.approx(0.5)
+    small = InboundTime(keep=1)
+    small.charge([(0.0, 1.0)])
+    small.charge([(2.0, 3.0)])
+    assert small.charge([(0.0, 1.0)]) == pytest.approx(1.0)  # forgotten: charged in full, never less

@@ -6,8 +6,9 @@ a replica of the only stage). Per mini-batch i it does, PipeDream 1F1B order
 
 forward F(i)
     take the activation slices of i from every upstream replica, holding the
-    emulated GPU for each inbound flow's duration (A-SRPT eq. 5 charges a stage
-    for its inbound as well as its outbound traffic); compute (``real``: run the
+    emulated GPU while they flowed (A-SRPT eq. 5 charges a stage for its inbound
+    as well as its outbound traffic; inbound flows that overlapped in time hold
+    it once: :class:`InboundTime`); compute (``real``: run the
     layers; ``replay``: the profiled p^f); send one activation slice to every
     downstream replica, one after the other (replica r starts with neighbour r,
     so simultaneous slices go to different receivers).
@@ -73,6 +74,45 @@ def _rotated(n: int, start: int) -> list[int]:
     """0..n-1 starting at ``start mod n``: replica r of a stage sends to neighbour r first, so the
     replicas' simultaneous slices go to different receivers (no receiver gets two at once)."""
     return [(start + t) % n for t in range(n)]
+
+
+class InboundTime:
+    """Emulated seconds a stage holds its GPU for its inbound flows: A-SRPT eq. 5 charges a stage the
+    time its inbound activations and gradients take, one after the other at the full link rate.
+
+    The GPU is held for the time during which the worker's own inbound flows were moving, each
+    moment once: two flows that shared the ingress port (activations from the stage before and
+    gradients from the stage after, or slices from two upstream replicas) take twice as long each,
+    but over the same interval, so their union — the port's busy time, what eq. 5 counts — is
+    charged, not the sum of their spans. A flow slowed by another job's traffic still holds the
+    GPU longer. Spans are ``(start_s, end_s)`` in emulated seconds; they may come out of order
+    (a gradient that arrived while the stage computed is taken later), so the charged intervals
+    are kept (the last ``keep``, merged; a span older than those is charged in full).
+    """
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self.charged: list[tuple[float, float]] = []  # disjoint, sorted by start
+
+    def charge(self, spans: list[tuple[float, float]]) -> float:
+        """Seconds of ``spans`` (their union) not yet charged; records them as charged."""
+        new = 0.0
+        for a, b in spans:
+            covered = sum(max(0.0, min(b, d) - max(a, c)) for c, d in self.charged)
+            new += max(0.0, (b - a) - covered)
+            self._add(a, b)
+        return new
+
+    def _add(self, a: float, b: float) -> None:
+        merged = []
+        for c, d in self.charged:
+            if d < a or c > b:
+                merged.append((c, d))
+            else:
+                a, b = min(a, c), max(b, d)
+        merged.append((a, b))
+        merged.sort()
+        self.charged = merged[-self.keep:]
 
 
 class RunDropped(Exception):
@@ -161,6 +201,7 @@ class StageWorker(_Participant):
         self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0})
         self.meta: dict[int, dict] = {}
         self.charges = None
+        self.inbound = InboundTime()
         if spec.mode == "real":
             from raytestbed.emu.executors.compute import ComputeCharge, RealStage
 
@@ -194,11 +235,11 @@ class StageWorker(_Participant):
         await self._step(sends=[Send(key, self.spec.job_id, self.spec.gpu, dst_gpu, n, coflow)])
 
     async def _receive(self, keys: list) -> list:
-        """Wait for the inbound transfers ``keys``; hold the GPU for each one's flow time (eq. 5);
+        """Wait for the inbound transfers ``keys``; hold the GPU while they flowed (eq. 5: :class:`InboundTime`);
         returns their (data, meta) and adds the time to the communication account."""
         t0 = self.t
         spans = await self._step(recvs=keys)
-        self.t += sum(b - a for a, b in (spans[k] for k in keys))
+        self.t += self.inbound.charge([spans[k] for k in keys])
         got = [await self._data(k) for k in keys]
         return got, self.t - t0
 

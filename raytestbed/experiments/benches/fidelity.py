@@ -2,8 +2,12 @@
 
 For every model preset and placement, one job runs on a fresh EmuCluster
 (executors of ``raytestbed/emu/executors``) and its steady-state iteration time
-(median of the per-iteration reports after the pipeline filled) is compared with
-the prediction from the shipped profile and the configured bandwidths:
+is compared with the prediction from the shipped profile and the configured
+bandwidths. Steady state: the mean emulated time per iteration over the measured
+iterations, after S + 1 warm-up iterations (the pipeline fills) and before S
+cool-down ones (it drains); the mean, not the median, because a pipeline's
+iteration times may alternate (e.g. 8.07 and 9.64 ms) and its rate is their mean.
+Predictions:
 
 * pipeline jobs: A-SRPT eq. (7) (``core.timing.asrpt_iteration_time``);
 * ring-all-reduce jobs: SJF-BCO eq. (8) without contention (p_j = 0, gamma = 0,
@@ -96,25 +100,26 @@ def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
                     num_stages=stages if pattern == "pipeline" else None)
     placement = Placement(stage_gpus)
     pred = predict(job, cluster, placement)
-    warmup = job.num_stages + 1
+    warmup, cooldown = job.num_stages + 1, job.num_stages
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with EmuCluster(cluster, fast_forward=FastForward(enabled=False)) as emu:
             t0 = time.time()
-            run = start_job(emu, job, placement, iterations=iterations + warmup, mode=mode)
+            run = start_job(emu, job, placement, iterations=warmup + iterations + cooldown, mode=mode)
             ok = run.wait(600)
             wall = time.time() - t0
             rows = run.records()
     if not ok or run.failure:
         raise RuntimeError(f"{preset} / {name} / {mode}: run failed: {run.failure}")
-    steady = [r["iter_s"] for r in rows[warmup:]]
-    meas = statistics.median(steady)
+    measured = rows[warmup:warmup + iterations]
+    steady = [r["iter_s"] for r in measured]
+    meas = statistics.fmean(steady)
     return {
         "preset": preset, "placement": name, "pattern": pattern, "mode": mode,
         "b_inter_MBps": b_inter / 1e6,
         "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3, "error": meas / pred - 1.0,
-        "compute_ms": statistics.median(r["compute_s"] for r in rows[warmup:]) * 1e3,
-        "comm_ms": statistics.median(r["comm_s"] for r in rows[warmup:]) * 1e3,
+        "compute_ms": statistics.fmean(r["compute_s"] for r in measured) * 1e3,
+        "comm_ms": statistics.fmean(r["comm_s"] for r in measured) * 1e3,
         "iterations": len(steady), "wall_s": wall,
     }
 
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--presets", default=",".join(PRESETS))
     ap.add_argument("--modes", default="replay,real")
     ap.add_argument("--scenarios", default="", help="comma-separated indices into the scenario list (default all)")
-    ap.add_argument("--iterations", type=int, default=8, help="measured iterations after the warm-up")
+    ap.add_argument("--iterations", type=int, default=8, help="measured iterations between the warm-up and the cool-down")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
     args = ap.parse_args(argv)
 
