@@ -147,7 +147,7 @@ class EmuConfig(_Strict):
         "and charge their CPU time at the emulated GPU's speed")
     compute_factor: PositiveFloat | None = Field(
         None, description="real compute: emulated GPU seconds per CPU second for every stage; default: each "
-        "stage calibrated so that its charge matches its profile (docs/emulator.md, 'Real compute')")
+        "pass charged its stage's profiled time x recent / typical CPU time (docs/emulator.md, 'Real compute')")
     fast_forward: FastForwardConfig | bool = Field(
         default_factory=FastForwardConfig, description="skip steady iterations (true/false or the settings)")
     pace: PositiveFloat | None = Field(

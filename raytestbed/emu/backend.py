@@ -83,7 +83,7 @@ class EmuBackend:
         policies: placement policy, optionally followed by a network policy.
         faults: faults to inject (emulated seconds).
         compute: executor mode, ``replay`` or ``real``.
-        compute_factor: real mode: emulated GPU seconds per CPU second (None: calibrated per stage).
+        compute_factor: real mode: emulated GPU seconds per CPU second (None: profiled time x recent / typical CPU time).
         poll_s: wall seconds between the driver's polls of the clock actor.
         on_event / on_decisions / progress: the simulator's callbacks (``raytestbed.trial``).
     """
@@ -190,7 +190,7 @@ class EmuBackend:
         return {
             "clock": "virtual",
             "compute": self.compute,
-            "compute_factor": self.compute_factor if self.compute_factor is not None else "calibrated",
+            "compute_factor": self.compute_factor if self.compute_factor is not None else "profile-scaled",
             "nic_share": getattr(self.emu, "nic_share", "fair"),
             "servers": self.cluster.num_servers,
             "emulated_gpus": self.cluster.total_gpus,

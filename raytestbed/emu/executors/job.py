@@ -93,7 +93,8 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
         mode: ``replay`` (charge each stage's profiled compute time) or ``real`` (run the zoo
             model's layers and charge their CPU time x the stage's speed factor).
         compute_factor: real mode: emulated GPU seconds per CPU second for every stage (None:
-            calibrated per stage against its profile, docs/emulator.md "Real compute").
+            each pass charged its stage's profiled time x recent / typical CPU time, docs/emulator.md
+            "Real compute").
         profile: the job model's per-layer profile (default: the shipped one).
 
     Raises:

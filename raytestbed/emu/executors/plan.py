@@ -66,8 +66,8 @@ class WorkerSpec:
         ps_gpus: fabric endpoints of the parameter servers (PS jobs only).
         iterations, start_iteration: iterations to run, index of the first one.
         compute_factor: real mode: emulated GPU seconds charged per CPU second of this stage's
-            forward and backward; None: calibrated against the stage's profile (docs/emulator.md,
-            "Real compute").
+            forward and backward; None: the stage's profiled time x recent / typical CPU time
+            (docs/emulator.md, "Real compute").
         replay_payload_bytes: replay: the largest buffer that really moves for a transfer (None: the
             full profiled size); the fluid model charges the profiled size either way.
     """

@@ -27,9 +27,8 @@ Compute modes (the emulator runs on its virtual clock, fast-forward off so that 
 iteration runs):
 
 * ``replay``: workers charge the profiled times;
-* ``real``: workers run the layers and charge their thread CPU time times the stage's
-  speed factor, calibrated per stage against the same profile the model uses
-  (docs/emulator.md, "Real compute"); the residual is what real execution adds
+* ``real``: workers run the layers and charge the stage's profiled time times their recent / typical
+  thread CPU time, the same profile the model uses (docs/emulator.md, "Real compute"); the residual is what real execution adds
   (CPU-time variance between iterations, real tensor sizes).
 
 Usage (``raytestbed bench fidelity [options]``, or the entry point ``scripts/bench_fidelity.py``)::
