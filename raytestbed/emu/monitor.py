@@ -10,10 +10,12 @@ of the last stage's replicas (real compute).
 
 It also says when a run is **steady** (fast-forward may skip its iterations): its last
 ``2 x window`` iterations all began after the last change of the cluster's configuration, and the
-mean iteration time of the last ``window`` agrees with that of the ``window`` before within a
-relative tolerance. Means of windows, not single iterations: a pipeline's iteration times may
-repeat with a period of a few iterations (its stages' all-reduce rounds interleave), and such a
-run is steady too.
+mean iteration times of every ``window`` consecutive ones among them (``window + 1`` sliding
+windows) agree within a relative tolerance. Means of windows, not single iterations: a pipeline's
+iteration times may repeat with a period of a few iterations (its stages' all-reduce rounds
+interleave), and such a run is steady too. Every sliding window, not just the last two: a burst of
+slow iterations that straddles the boundary of the last two windows (real compute charging a few
+passes the host made slower) leaves their means equal, but not the window that holds it.
 """
 
 from __future__ import annotations
@@ -105,10 +107,10 @@ class RunMonitor:
         last = self.rows[-n:]
         if last[0].end_s - last[0].iter_s < since_s - 1e-12:
             return None
-        a = sum(r.iter_s for r in last[:window]) / window
-        b = sum(r.iter_s for r in last[window:]) / window
-        mean = (a + b) / 2
-        if not mean > 0 or abs(a - b) > tolerance * mean:
+        times = [r.iter_s for r in last]
+        means = [sum(times[i:i + window]) / window for i in range(window + 1)]
+        mean = sum(times) / n
+        if not mean > 0 or max(means) - min(means) > tolerance * mean:
             return None
         return mean
 

@@ -1,0 +1,32 @@
+"""When a run counts as steady for fast-forward (raytestbed/emu/monitor.py: RunMonitor.steady)."""
+
+import pytest
+
+from raytestbed.emu.monitor import RunMonitor
+
+
+def _monitor(times):
+    m = RunMonitor(job_id=0, ranks=1, iterations=100, start_iteration=0, start_s=0.0)
+    t = 0.0
+    for x in [0.5] + list(times):  # the first iteration (pipeline fill) is never in the windows
+        t += x
+        m.complete(t, [(0, 0, t, x, 0.0, None, 0, 0.0)])
+    return m
+
+
+def test_repeating_iterations_are_steady_at_their_mean():
+    assert _monitor([0.13] * 8).steady(4, 0.02, 0.0) == pytest.approx(0.13)
+    assert _monitor([0.0807, 0.0964] * 4).steady(4, 0.02, 0.0) == pytest.approx((0.0807 + 0.0964) / 2)
+
+
+def test_a_burst_straddling_the_last_two_windows_is_not_steady():
+    """Means of the last two windows agree (0.175 vs 0.173), but the windows holding the burst do not:
+    fast-forward at their mean would charge every skipped iteration a third too much."""
+    times = [0.134, 0.134, 0.132, 0.299, 0.218, 0.219, 0.129, 0.127]
+    assert _monitor(times).steady(4, 0.02, 0.0) is None
+    assert _monitor(times + [0.128] * 8).steady(4, 0.02, 0.0) == pytest.approx(0.128, rel=0.01)
+
+
+def test_iterations_before_the_last_change_do_not_count():
+    m = _monitor([0.13] * 8)
+    assert m.steady(4, 0.02, since_s=0.5 + 0.13 * 0.5) is None
