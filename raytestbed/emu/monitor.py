@@ -1,12 +1,13 @@
 """Per-run iteration records: the workers' per-mini-batch records become whole iterations.
 
 Each worker of a run hands the clock one record per mini-batch ``(j, rank, t_end, compute_s,
-comm_s, loss, samples, cpu_s)`` (:mod:`raytestbed.emu.executors.worker`). :class:`RunMonitor`
+comm_s, loss, samples, cpu_s, profiled_s)`` (:mod:`raytestbed.emu.executors.worker`). :class:`RunMonitor`
 collects them; when every worker has reported mini-batch ``j`` the iteration is complete: it
 ended when the last worker ended it (``t_end``, emulated seconds), its time is the gap to the
 previous iteration's end (the first counts from the run's start, pipeline fill included), its
 compute and communication times are the largest of any worker, its loss the sample-weighted mean
-of the last stage's replicas (real compute).
+of the last stage's replicas (real compute), its charge ratio the workers' charged compute over
+their profiled compute (1 in replay).
 
 It also says when a run is **steady** (fast-forward may skip its iterations): its last
 ``2 x window`` iterations all began after the last change of the cluster's configuration, and the
@@ -15,7 +16,11 @@ windows) agree within a relative tolerance. Means of windows, not single iterati
 iteration times may repeat with a period of a few iterations (its stages' all-reduce rounds
 interleave), and such a run is steady too. Every sliding window, not just the last two: a burst of
 slow iterations that straddles the boundary of the last two windows (real compute charging a few
-passes the host made slower) leaves their means equal, but not the window that holds it.
+passes the host made slower) leaves their means equal, but not the window that holds it. With
+real compute the run's charges must also have settled: the mean charge ratio of those
+iterations within the tolerance of 1. Real compute's charge rule returns to the profile within
+its window whatever the host did (raytestbed/emu/executors/compute.py), so a run whose charges
+are still off the profile is in a transient, and fast-forward would extrapolate it.
 """
 
 from __future__ import annotations
@@ -36,10 +41,18 @@ class IterationRow:
     comm_s: float
     loss: float | None
     cpu_s: float
+    charge_ratio: float = 1.0
 
     def as_tuple(self) -> tuple:
         """``(t, iteration, iter_s, compute_s, comm_s, loss, cpu_s)``, what ``iterations.csv`` holds."""
         return (self.end_s, self.iteration, self.iter_s, self.compute_s, self.comm_s, self.loss, self.cpu_s)
+
+
+def _charge_ratio(recs: list[tuple]) -> float:
+    """Charged over profiled compute seconds of one iteration's worker records (1 if none profiled)."""
+    timed = [r for r in recs if len(r) > 8]
+    prof = sum(r[8] for r in timed)
+    return sum(r[3] for r in timed) / prof if prof > 0 else 1.0
 
 
 @dataclass
@@ -89,7 +102,7 @@ class RunMonitor:
             job_id=self.job_id, iteration=self.start_iteration + self.done, end_s=t_end,
             iter_s=t_end - self.last_end, compute_s=max(r[3] for r in recs), comm_s=max(r[4] for r in recs),
             loss=(sum(l * n for l, n in losses) / max(1, sum(n for _, n in losses))) if losses else None,
-            cpu_s=max(r[7] for r in recs))
+            cpu_s=max(r[7] for r in recs), charge_ratio=_charge_ratio(recs))
         self.last_end = t_end
         self.done += 1
         self.rows.append(row)
@@ -111,6 +124,8 @@ class RunMonitor:
         means = [sum(times[i:i + window]) / window for i in range(window + 1)]
         mean = sum(times) / n
         if not mean > 0 or max(means) - min(means) > tolerance * mean:
+            return None
+        if abs(sum(r.charge_ratio for r in last) / n - 1.0) > tolerance:
             return None
         return mean
 

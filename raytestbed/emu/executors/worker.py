@@ -34,7 +34,7 @@ the clock; the receiver, woken when the fluid model says the flow arrived, waits
 for them in wall time while it is still runnable, which holds the clock.
 
 Every iteration ends with a record ``(j, rank, t_end, compute_s, comm_s, loss,
-samples, cpu_s)`` handed to the clock with the next step; the clock's monitor
+samples, cpu_s, profiled_s)`` handed to the clock with the next step; the clock's monitor
 turns the records of all workers into one iteration.
 """
 
@@ -199,7 +199,7 @@ class StageWorker(_Participant):
         self.limit = spec.iterations
         self.next_f = 0
         self.stage = None
-        self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0})
+        self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0, "prof": 0.0})
         self.meta: dict[int, dict] = {}
         self.charges = None
         self.inbound = InboundTime()
@@ -302,6 +302,7 @@ class StageWorker(_Participant):
             self.t += sp.profile.fwd_s
             out = None
         a["comp"] += self.t - t0
+        a["prof"] += sp.profile.fwd_s
         if sp.next_gpus:
             t0 = self.t
             k_next = len(sp.next_gpus)
@@ -336,6 +337,7 @@ class StageWorker(_Participant):
             self.t += sp.profile.bwd_s
             gin = None
         a["comp"] += self.t - t0
+        a["prof"] += sp.profile.bwd_s
         if sp.prev_gpus:
             t0 = self.t
             if sp.mode == "real":
@@ -366,7 +368,7 @@ class StageWorker(_Participant):
         a["comm"] += self.t - t0
         acc = self.acc.pop(j)
         self.records.append((j, sp.rank, self.t, acc["comp"], acc["comm"], acc.get("loss"), acc.get("n", 0),
-                             acc["cpu"]))
+                             acc["cpu"], acc["prof"]))
 
     # ------------------------------------------------------------- all-reduce
     async def _ring_allreduce(self, j: int, flat: np.ndarray | None) -> np.ndarray | None:
