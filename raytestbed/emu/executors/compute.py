@@ -43,8 +43,9 @@ class ComputeCharge:
     With a fixed ``factor`` (emulated GPU seconds per CPU second, set in the trial): ``cpu_s x factor``.
     Else the pass is charged its stage's profiled seconds times ``recent / typical``: ``recent`` is the
     median CPU seconds of this worker's last ``smooth`` passes of that kind (a one-off spike of the
-    host — a context switch, a cold cache — is filtered out; a lasting change shows within
-    ``smooth // 2 + 1`` passes), ``typical`` the median of its last ``window`` passes. Both come
+    host — a context switch, a cold cache — is filtered out; a change that lasts shows within
+    ``smooth // 2 + 1`` passes and fades as ``typical`` takes it in, within ``window`` passes),
+    ``typical`` the median of its last ``window`` passes. Both come
     from the run's own passes (``samples`` seeds the window, for tests): CPU seconds measured
     outside the run — a stage timed alone, with warm caches — differ from a run's by several per
     cent and would bias every charge until the window has forgotten them. So the charges follow

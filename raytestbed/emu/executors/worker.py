@@ -86,9 +86,10 @@ class InboundTime:
     but over the same interval, so their union — the port's busy time, what eq. 5 counts — is
     charged, not the sum of their spans. A flow slowed by another job's traffic still holds the
     GPU longer. (Inside a server two slices come over their own links at full rate at once: their
-    union is shorter than eq. 5's sum.) Spans are ``(start_s, end_s)`` in emulated seconds; they may come out of order
-    (a gradient that arrived while the stage computed is taken later), so the charged intervals
-    are kept (the last ``keep``, merged; a span older than those is charged in full).
+    union is shorter than eq. 5's sum.) Spans are ``(start_s, end_s)`` in emulated seconds; they
+    may come out of order (a gradient that arrived while the stage computed is taken later), so
+    the charged intervals are kept (the last ``keep``, merged; a span older than those is charged
+    in full).
     """
 
     def __init__(self, keep: int = 64) -> None:
