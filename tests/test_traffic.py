@@ -53,20 +53,20 @@ def test_flow_mode_ring_inside_a_server_takes_one_hop_time():
     assert jct == pytest.approx(want, rel=1e-6)
 
 
-def test_a_pipeline_replicas_transfers_go_one_after_the_other():
-    """Eq. 5's order: no stage replica is in two transfers of one coflow (its activations in and out,
-    gradients in and out wait for each other), replicas that share none move at once; rings last."""
+def test_a_pipeline_stages_transfers_go_one_after_the_other():
+    """Eq. 5's order: activations over even boundaries, over odd ones, gradients over odd, over even,
+    then the rings; no coflow holds two adjacent boundaries, so a stage's in- and outbound wait."""
     cl = ClusterConfig(nic_gbps=8.0, intra_gbytes_per_s=2.0, servers=[ServerGroup(count=4, gpus=2)]).build()
     a0, a1 = 6e6, 4e6  # activation bytes out of stages 0 and 1
     job = Job(0, 0.0, 10, (Stage(2, StageProfile(0.1, 0.2, a0, H)), Stage(1, StageProfile(0.1, 0.2, a1, H)),
                            Stage(1, StageProfile(0.1, 0.2, 0.0, H))), comm=CommPattern.PIPELINE)
     # stage 0 on servers 0 and 1 (one replica each), stage 1 on server 2, stage 2 on server 3
     tr = iteration_traffic(job, Placement(((0, 2), (4,), (6,))), cl)
-    assert tr.coflows == (((0, 2, a0 / 2),), ((1, 2, a0 / 2),), ((2, 3, a1),),  # stage 1 takes one at a time
-                          ((3, 2, a1),), ((2, 1, a0 / 2),), ((2, 0, a0 / 2),),
+    assert tr.coflows == (((0, 2, a0 / 2), (1, 2, a0 / 2)), ((2, 3, a1),), ((3, 2, a1),),
+                          ((2, 0, a0 / 2), (2, 1, a0 / 2)),
                           ((0, 1, H), (1, 0, H)))  # the ring of stage 0: 2(k-1)h/k per hop, k = 2
     chain = Job(0, 0.0, 10, tuple(Stage(1, StageProfile(0.1, 0.2, a1, 0.0)) for _ in range(4)),
                 comm=CommPattern.PIPELINE)
     # one replica per stage on servers 0..3: boundaries 0 and 2 share no stage, so they move at once
     assert iteration_traffic(chain, Placement(((0,), (2,), (4,), (6,))), cl).coflows == (
-        ((0, 1, a1), (2, 3, a1)), ((1, 2, a1),), ((1, 0, a1), (3, 2, a1)), ((2, 1, a1),))
+        ((0, 1, a1), (2, 3, a1)), ((1, 2, a1),), ((2, 1, a1),), ((1, 0, a1), (3, 2, a1)))

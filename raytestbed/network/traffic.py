@@ -7,14 +7,16 @@ One iteration of a job is a compute phase followed by one or more coflows:
   b -> a (gradients), then the all-reduce ring of every stage with k >= 2
   replicas: each ring hop r -> r+1 carries 2(k-1)h/k bytes (A-SRPT §III-B;
   ring and tree all-reduce move the same volume per replica, so both are sent
-  as a ring here). As A-SRPT eq. (5) and the emulator's stages do, a stage
-  replica's transfers (activations in and out, gradients in and out) go one
-  after the other and the all-reduce after them: the transfers between stage
-  replicas are grouped into rounds in which no replica has two (greedy edge
-  colouring in pipeline order: activations boundary by boundary, then the
-  gradients back), the iteration's coflows are the rounds, then the rings. For
-  one replica per stage that is the activations over the even boundaries
-  (0 -> 1, 2 -> 3, ...), over the odd ones, then the gradients likewise;
+  as a ring here). As A-SRPT eq. (5) and the emulator's stages do, a stage's
+  transfers (activations in and out, gradients in and out) go one after the
+  other and the all-reduce after them: the iteration's coflows are the
+  activations over the even boundaries (0 -> 1, 2 -> 3, ...), over the odd
+  ones, the gradients over the odd boundaries, over the even ones, then the
+  rings (empty ones left out). Adjacent boundaries never share a coflow, so a
+  stage's in- and outbound transfers wait for each other, while the transfers
+  of stages two apart move at once. (Slices between the replicas of two stages
+  move at once, as the emulator takes a stage's inbound slices; at most five
+  coflows per iteration keep the simulator fast.)
 * ring-all-reduce job (SJF-BCO, GADGET): one coflow, each hop 2(w-1)m/w bytes;
 * parameter-server job (Parrot): a push coflow (every worker -> every PS, h/#PS
   bytes) then a pull coflow (every PS -> every worker).
@@ -36,7 +38,6 @@ several worker-PS pairs share a server pair the merged flow's size is
 
 from __future__ import annotations
 
-from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,34 +167,19 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
         return IterationTraffic(job.stages[0].profile.compute_s if compute is None else compute,
                                 (_merge(push), _merge(pull)), random_sizes,
                                 (spec.seed, job.job_id) if random_sizes else ())
+    act: tuple[list[Flow], list[Flow]] = ([], [])  # activations over even / odd stage boundaries
+    grad: tuple[list[Flow], list[Flow]] = ([], [])
     rings: list[Flow] = []
-    transfers: list[tuple[tuple[int, int], tuple[int, int], Flow]] = []  # (worker, worker, flow), 1F1B order
     for s, st in enumerate(job.stages):
         k = st.replicas
         rings += _ring(srv[s], 2.0 * (k - 1) * st.profile.param_bytes / k)
         if s + 1 < job.num_stages:
             per_pair = st.profile.out_bytes / (k * job.stages[s + 1].replicas)
-            transfers += [((s, a), (s + 1, b), (sa, sb, per_pair))
-                          for a, sa in enumerate(srv[s]) for b, sb in enumerate(srv[s + 1])]
-    transfers += [(v, u, (f[1], f[0], f[2])) for u, v, f in reversed(transfers)]  # the gradients back
+            for a in srv[s]:
+                for b in srv[s + 1]:
+                    act[s % 2].append((a, b, per_pair))
+                    grad[s % 2].append((b, a, per_pair))
     if compute is None:
         compute = max(st.profile.compute_s for st in job.stages)
-    coflows = [_merge(cf) for cf in _one_per_worker(transfers)] + [_merge(rings)]
+    coflows = (_merge(act[0]), _merge(act[1]), _merge(grad[1]), _merge(grad[0]), _merge(rings))
     return IterationTraffic(compute, tuple(cf for cf in coflows if cf))
-
-
-def _one_per_worker(transfers: list[tuple[Hashable, Hashable, Flow]]) -> list[list[Flow]]:
-    """Group transfers into rounds, in order, so that no worker is in two transfers of one round:
-    each transfer takes the first round in which neither of its workers has one yet (greedy edge
-    colouring). Run one round after the other, a worker's transfers go one at a time (eq. 5) and
-    transfers of different workers at once."""
-    rounds: list[list[Flow]] = []
-    busy: list[set] = []
-    for u, v, flow in transfers:
-        r = next((i for i, b in enumerate(busy) if u not in b and v not in b), len(rounds))
-        if r == len(rounds):
-            rounds.append([])
-            busy.append(set())
-        rounds[r].append(flow)
-        busy[r].update((u, v))
-    return rounds
