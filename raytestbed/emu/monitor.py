@@ -50,9 +50,8 @@ class IterationRow:
 
 def _charge_ratio(recs: list[tuple]) -> float:
     """Charged over profiled compute seconds of one iteration's worker records (1 if none profiled)."""
-    timed = [r for r in recs if len(r) > 8]
-    prof = sum(r[8] for r in timed)
-    return sum(r[3] for r in timed) / prof if prof > 0 else 1.0
+    prof = sum(r[8] for r in recs)
+    return sum(r[3] for r in recs) / prof if prof > 0 else 1.0
 
 
 @dataclass
