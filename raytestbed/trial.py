@@ -181,12 +181,15 @@ def run_into(
     cluster = loaded.cluster_config.build()
     wl = trial.workload.model_dump()
     kind = wl.pop("kind")
-    jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
-    jobs = admit_in_epochs(jobs, trial.timing.admission_epoch_s)
+    loaded_jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir,
+                                where=f"{loaded.path or 'trial'}: workload")
+    jobs = admit_in_epochs(loaded_jobs, trial.timing.admission_epoch_s)
     params = trial.policy_params
     search = [loaded.base_dir]  # import-path plug-ins may live beside the trial file
+    # the predictor history rides on the loaded job set (a plain list after admission)
     policy = make_policy(pair.placement, "placement", seed, search,
-                         **with_workload_history(pair.placement, params.get(pair.placement, {}), jobs, search))
+                         **with_workload_history(pair.placement, params.get(pair.placement, {}), loaded_jobs,
+                                                 search))
     netpol = None
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))

@@ -148,3 +148,33 @@ def test_interrupted_compare_resumes(tmp_path, monkeypatch):
     assert df["policy"].tolist() == ["fifo", "fifo+fair"] and (df["finished"] == 10).all()
     assert (out / "fifo" / "jobs.csv").read_bytes() == fifo_jobs
     assert not list(tmp_path.glob("c.*"))
+
+
+# ---------------------------------------------------------------- predictor history
+
+
+def test_a_trace_workloads_history_reaches_the_policy_with_epoch_admission(tmp_path, monkeypatch):
+    """The rows that train the predictors ride on the loaded job set; admitting the jobs in epochs
+    copies them into a plain list, which must not drop the history (A-SRPT would start cold)."""
+    (tmp_path / "histwl.py").write_text('''
+from raytestbed.traces.asrpt_workload import TraceJobs
+from raytestbed.traces.registry import WORKLOADS
+
+
+def jobs(params, ctx):
+    synth = WORKLOADS.get("synthetic").obj({"jobs": 6, "iterations": [20, 40], "models": ["resnet50"]}, ctx)
+    return TraceJobs(synth[3:], history_jobs=synth[:3])
+''')
+    t = tmp_path / "t.yaml"
+    t.write_text("cluster: laptop.yaml\nseed: 1\nworkload: {kind: 'histwl:jobs'}\n"
+                 "timing: {mode: analytic, admission_epoch_s: 10}\n")
+    import raytestbed.trial as trial_mod
+
+    seen = []
+    real = trial_mod.make_policy
+    monkeypatch.setattr(trial_mod, "make_policy",
+                        lambda name, role, seed, search, **kw: seen.append((name, kw)) or real(name, role, seed,
+                                                                                              search, **kw))
+    assert main(["run", str(t), "--policy", "asrpt", "--out", str(tmp_path / "run"), "--quiet"]) == 0
+    history = [kw.get("history") for name, kw in seen if name == "asrpt"]
+    assert history and history[-1] is not None and len(history[-1]) == 3
