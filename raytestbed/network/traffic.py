@@ -7,15 +7,16 @@ One iteration of a job is a compute phase followed by one or more coflows:
   b -> a (gradients), then the all-reduce ring of every stage with k >= 2
   replicas: each ring hop r -> r+1 carries 2(k-1)h/k bytes (A-SRPT §III-B;
   ring and tree all-reduce move the same volume per replica, so both are sent
-  as a ring here). As A-SRPT eq. (5) and the emulator's stages do, a stage's
-  transfers (activations in and out, gradients in and out) go one after the
-  other and the all-reduce after them: the iteration's coflows are the
-  activations over the even boundaries (0 -> 1, 2 -> 3, ...), over the odd
-  ones, the gradients over the odd boundaries, over the even ones, then the
-  rings (empty ones left out). Adjacent boundaries never share a coflow, so a
-  stage's in- and outbound transfers wait for each other, while the transfers
-  of stages two apart move at once. (Slices between the replicas of two stages
-  move at once, as the emulator takes a stage's inbound slices; at most five
+  as a ring here). A stage is charged its transfers as A-SRPT eq. (5) and the
+  emulator's stage workers have it: its inbound transfers (activations from the
+  stage before, gradients from the stage after) at once -- inbound flows that
+  overlap hold the GPU once -- and its own activations and gradients out one
+  after the other, the all-reduce last. So the iteration's coflows are the
+  inbound transfers of stages 0, 3, 6, ..., of stages 1, 4, 7, ..., of stages
+  2, 5, 8, ..., then the rings (empty ones left out): stage s's inbound is one
+  coflow, its activations out are in stage s+1's and its gradients out in
+  stage s-1's, three different coflows, while stages three apart move at once.
+  (Slices between the replicas of two stages move at once; at most four
   coflows per iteration keep the simulator fast.)
 * ring-all-reduce job (SJF-BCO, GADGET): one coflow, each hop 2(w-1)m/w bytes;
 * parameter-server job (Parrot): a push coflow (every worker -> every PS, h/#PS
@@ -167,8 +168,7 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
         return IterationTraffic(job.stages[0].profile.compute_s if compute is None else compute,
                                 (_merge(push), _merge(pull)), random_sizes,
                                 (spec.seed, job.job_id) if random_sizes else ())
-    act: tuple[list[Flow], list[Flow]] = ([], [])  # activations over even / odd stage boundaries
-    grad: tuple[list[Flow], list[Flow]] = ([], [])
+    inbound: tuple[list[Flow], ...] = ([], [], [])  # transfers into the stages s with s % 3 == 0, 1, 2
     rings: list[Flow] = []
     for s, st in enumerate(job.stages):
         k = st.replicas
@@ -177,9 +177,9 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
             per_pair = st.profile.out_bytes / (k * job.stages[s + 1].replicas)
             for a in srv[s]:
                 for b in srv[s + 1]:
-                    act[s % 2].append((a, b, per_pair))
-                    grad[s % 2].append((b, a, per_pair))
+                    inbound[(s + 1) % 3].append((a, b, per_pair))  # activations into stage s+1
+                    inbound[s % 3].append((b, a, per_pair))  # gradients into stage s
     if compute is None:
         compute = max(st.profile.compute_s for st in job.stages)
-    coflows = (_merge(act[0]), _merge(act[1]), _merge(grad[1]), _merge(grad[0]), _merge(rings))
+    coflows = (*(_merge(fl) for fl in inbound), _merge(rings))
     return IterationTraffic(compute, tuple(cf for cf in coflows if cf))
