@@ -390,7 +390,13 @@ class Simulator(EventCore):
         net.reallocate()
         t_next = net.next_completion()
         if math.isfinite(t_next):
-            self.push(self.state.now + max(t_next, _EPS_TIME), P_DONE, ("net", self._net_version))
+            when = self.state.now + max(t_next, _EPS_TIME)
+            if when <= self.state.now:
+                # the completion is closer than the clock can tell apart at this time (a flow of a few
+                # bytes left on a fast link, late in a long run): the next representable instant, in which
+                # the flow moves more than its bytes left; otherwise time would stand still forever
+                when = math.nextafter(self.state.now, math.inf)
+            self.push(when, P_DONE, ("net", self._net_version))
 
     def _sync_coflows(self) -> None:
         """Bring ``state.coflows`` up to date with the flows' bytes left now (the view calls this)."""
