@@ -34,12 +34,30 @@ def test_identical_folders_pass_and_perturbed_fail(tmp_path):
     jobs = pd.read_csv(tmp_path / "a" / "fifo" / "jobs.csv")
     jobs["jct_s"] *= 1.2
     jobs.to_csv(b / "fifo" / "jobs.csv", index=False)
-    res = parity(tmp_path / "a", b, limit=0.1)
+    res = parity(tmp_path / "a", b, limit=0.1, a_name="sim", b_name="perturbed")
     assert not res["passed"]
     assert res["policies"]["total_jct_rel_diff"].iloc[0] == pytest.approx(0.2)
     assert res["jobs"]["rel_diff"].to_numpy() == pytest.approx(0.2)
     md = write_parity(res, tmp_path, "sim", "perturbed")
-    assert "FAIL" in md.read_text()
+    text = md.read_text()
+    assert "FAIL" in text
+    # per job: both sides' placement, start and iteration time, and the largest differences first
+    j = res["jobs"]
+    assert j["same_placement"].all()
+    assert j["diff_s"].to_numpy() == pytest.approx((0.2 * jobs["jct_s"] / 1.2).to_numpy())
+    assert {"first_start_s_sim", "first_start_s_perturbed", "iteration_time_s_sim", "model"} <= set(j.columns)
+    table = text.split("## Largest per-job differences")[1]
+    rows = [ln for ln in table.splitlines() if ln.startswith("| ") and not ln.startswith("| job_id")]
+    assert len(rows) == 5
+    biggest = int(jobs.loc[jobs["jct_s"].idxmax(), "job_id"])
+    assert rows[0].startswith(f"| {biggest} |")
+    assert f"| {jobs.loc[jobs['jct_s'].idxmax(), 'placement']} | True |" in rows[0]
+
+
+def test_a_pipeline_placement_stays_one_markdown_cell():
+    from raytestbed.results.parity import _cell
+
+    assert _cell("s0:0x1|s1:1x2") == "s0:0x1\\|s1:1x2" and _cell(0.1234567) == "0.123457"
 
 
 def test_analytic_vs_flow_timing_runs(tmp_path):

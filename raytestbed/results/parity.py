@@ -6,6 +6,12 @@ difference of total JCT and makespan (``(b - a) / a``), the per-job JCT
 differences, and whether the policy ranking by total JCT agrees. The check passes
 when every |relative difference| <= ``limit`` and no two policies are ordered oppositely
 (ties, within a relative 1e-6, are compatible with either order; see :func:`rankings_agree`).
+
+Per job, besides the JCTs, both sides' first start, placement and last iteration time, so that
+a residual can be told apart: a job that iterates at another speed in the same placement is a
+model difference; one that starts later in the same placement waits behind other jobs; one
+placed elsewhere saw another cluster state. ``parity.md`` lists, per policy, the jobs with the
+largest JCT differences in seconds.
 """
 
 from __future__ import annotations
@@ -21,6 +27,9 @@ def _ranking(df: pd.DataFrame) -> list[str]:
 
 
 TIE_REL = 1e-6  #: total JCTs within this relative difference count as a tie
+_JOB_COLUMNS = ("first_start_s", "placement", "iteration_time_s")  #: per job, from both sides
+_JOB_INFO = ("stages", "comm", "model")  #: per job, what it is (inserted in reverse order)
+LARGEST = 5  #: jobs per policy in parity.md's table of the largest differences
 
 
 def rankings_agree(a: dict[str, float], b: dict[str, float], tie_rel: float = TIE_REL) -> bool:
@@ -51,10 +60,18 @@ def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_n
         rb = b[b["policy"].astype(str) == pol].iloc[0]
         d_total = (rb["total_jct_s"] - ra["total_jct_s"]) / ra["total_jct_s"]
         d_mk = (rb["makespan_s"] - ra["makespan_s"]) / ra["makespan_s"]
-        ja = pd.read_csv(Path(a_dir) / pol / "jobs.csv")[["job_id", "jct_s"]]
-        jb = pd.read_csv(Path(b_dir) / pol / "jobs.csv")[["job_id", "jct_s"]]
-        j = ja.merge(jb, on="job_id", suffixes=(f"_{a_name}", f"_{b_name}"))
-        j["rel_diff"] = (j[f"jct_s_{b_name}"] - j[f"jct_s_{a_name}"]) / j[f"jct_s_{a_name}"]
+        ja = pd.read_csv(Path(a_dir) / pol / "jobs.csv")
+        jb = pd.read_csv(Path(b_dir) / pol / "jobs.csv")
+        both = [c for c in _JOB_COLUMNS if c in ja.columns and c in jb.columns]
+        j = ja[["job_id", "jct_s", *both]].merge(jb[["job_id", "jct_s", *both]], on="job_id",
+                                                 suffixes=(f"_{a_name}", f"_{b_name}"))
+        j["diff_s"] = j[f"jct_s_{b_name}"] - j[f"jct_s_{a_name}"]
+        j["rel_diff"] = j["diff_s"] / j[f"jct_s_{a_name}"]
+        if "placement" in both:
+            j["same_placement"] = j[f"placement_{a_name}"].astype(str) == j[f"placement_{b_name}"].astype(str)
+        for c in _JOB_INFO:  # what the job is: the same on both sides
+            if c in ja.columns:
+                j.insert(1, c, j["job_id"].map(ja.set_index("job_id")[c]))
         j.insert(0, "policy", pol)
         job_frames.append(j)
         rel = j["rel_diff"].abs().to_numpy()
@@ -105,7 +122,32 @@ Ranking by total JCT — {a_name}: {', '.join(result['ranking_a'])}; {b_name}: {
 ({'identical' if result['ranking_agrees'] else 'different'}).
 
 **{verdict}**
-"""
+{_largest(result["jobs"], a_name, b_name)}"""
     p = out / "parity.md"
     p.write_text(text, encoding="utf-8")
     return p
+
+
+def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
+    """Markdown: per policy, the :data:`LARGEST` jobs with the largest |JCT difference| (seconds)."""
+    if jobs.empty:
+        return ""
+    cols = [c for c in ("job_id", "model", "comm", "stages", f"jct_s_{a_name}", f"jct_s_{b_name}", "diff_s",
+                        f"first_start_s_{a_name}", f"first_start_s_{b_name}", f"iteration_time_s_{a_name}",
+                        f"iteration_time_s_{b_name}", f"placement_{a_name}", "same_placement") if c in jobs.columns]
+    out = [f"\n## Largest per-job differences (JCT {b_name} - {a_name}, seconds)\n",
+           "Same placement and another iteration time: the two models differ on that job; same placement "
+           "and another first start: it waited behind other jobs; another placement: it saw another "
+           "cluster state. Every job: `parity_jobs.csv`.\n"]
+    for pol, g in jobs.groupby("policy", sort=False):
+        top = g.reindex(g["diff_s"].abs().sort_values(ascending=False).index).head(LARGEST)
+        out += [f"### {pol}\n", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        for _, r in top.iterrows():
+            out.append("| " + " | ".join(_cell(r[c]) for c in cols) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cell(v) -> str:
+    """A Markdown table cell: floats to 6 significant digits, ``|`` (in placements) escaped."""
+    return f"{v:.6g}" if isinstance(v, float) else str(v).replace("|", "\\|")
