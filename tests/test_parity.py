@@ -33,6 +33,7 @@ def test_identical_folders_pass_and_perturbed_fail(tmp_path):
     cmp.to_csv(b / "comparison.csv", index=False)
     jobs = pd.read_csv(tmp_path / "a" / "fifo" / "jobs.csv")
     jobs["jct_s"] *= 1.2
+    jobs.loc[0, "iteration_time_s"] *= 1.1  # one job iterates 10 % slower in the same placement
     jobs.to_csv(b / "fifo" / "jobs.csv", index=False)
     res = parity(tmp_path / "a", b, limit=0.1, a_name="sim", b_name="perturbed")
     assert not res["passed"]
@@ -52,6 +53,12 @@ def test_identical_folders_pass_and_perturbed_fail(tmp_path):
     biggest = int(jobs.loc[jobs["jct_s"].idxmax(), "job_id"])
     assert rows[0].startswith(f"| {biggest} |")
     assert f"| {jobs.loc[jobs['jct_s'].idxmax(), 'placement']} | True |" in rows[0]
+    # the total difference split by where it comes from: job 0 iterates at another speed, the rest do not
+    d = 0.2 * jobs["jct_s"] / 1.2
+    want = (f"Total JCT difference {d.sum():+,.1f} s = {d[0]:+,.1f} s (1 job) from jobs in the same placement "
+            f"iterating more than 1% apart, +0.0 s (0 jobs) from jobs placed differently, "
+            f"{d[1:].sum():+,.1f} s (9 jobs) from the others")
+    assert want in text
 
 
 def test_a_pipeline_placement_stays_one_markdown_cell():

@@ -141,7 +141,8 @@ def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
            "cluster state. Every job: `parity_jobs.csv`.\n"]
     for pol, g in jobs.groupby("policy", sort=False):
         top = g.reindex(g["diff_s"].abs().sort_values(ascending=False).index).head(LARGEST)
-        out += [f"### {pol}\n", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+        out += [f"### {pol}\n", *_breakdown(g, a_name, b_name),
+                "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
         for _, r in top.iterrows():
             out.append("| " + " | ".join(_cell(r[c]) for c in cols) + " |")
         out.append("")
@@ -151,3 +152,20 @@ def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
 def _cell(v) -> str:
     """A Markdown table cell: floats to 6 significant digits, ``|`` (in placements) escaped."""
     return f"{v:.6g}" if isinstance(v, float) else str(v).replace("|", "\\|")
+
+
+SPEED_REL = 0.01  #: iteration times further apart than this count as "another speed"
+
+
+def _breakdown(g: pd.DataFrame, a_name: str, b_name: str) -> list[str]:
+    """One line: the policy's total JCT difference split by what the jobs' differences come from."""
+    ia, ib = f"iteration_time_s_{a_name}", f"iteration_time_s_{b_name}"
+    if "same_placement" not in g.columns or ia not in g.columns or ib not in g.columns:
+        return []
+    moved = ~g["same_placement"].astype(bool)
+    speed = ~moved & ((g[ib] / g[ia] - 1.0).abs() > SPEED_REL)
+    rest = ~moved & ~speed
+    part = lambda m: f"{g.loc[m, 'diff_s'].sum():+,.1f} s ({int(m.sum())} job{'' if m.sum() == 1 else 's'})"  # noqa: E731
+    return [f"Total JCT difference {g['diff_s'].sum():+,.1f} s = {part(speed)} from jobs in the same placement "
+            f"iterating more than {SPEED_REL:.0%} apart, {part(moved)} from jobs placed differently, "
+            f"{part(rest)} from the others (same placement and speed: they started or waited differently).\n"]
