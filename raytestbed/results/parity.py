@@ -21,6 +21,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from raytestbed.results.report import md_table
+
 
 def _ranking(df: pd.DataFrame) -> list[str]:
     return df.sort_values(["total_jct_s", "policy"])["policy"].astype(str).tolist()
@@ -28,7 +30,7 @@ def _ranking(df: pd.DataFrame) -> list[str]:
 
 TIE_REL = 1e-6  #: total JCTs within this relative difference count as a tie
 _JOB_COLUMNS = ("first_start_s", "placement", "iteration_time_s")  #: per job, from both sides
-_JOB_INFO = ("stages", "comm", "model")  #: per job, what it is (inserted in reverse order)
+_JOB_INFO = ("model", "comm", "stages")  #: per job, what it is
 LARGEST = 5  #: jobs per policy in parity.md's table of the largest differences
 
 
@@ -63,15 +65,13 @@ def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_n
         ja = pd.read_csv(Path(a_dir) / pol / "jobs.csv")
         jb = pd.read_csv(Path(b_dir) / pol / "jobs.csv")
         both = [c for c in _JOB_COLUMNS if c in ja.columns and c in jb.columns]
-        j = ja[["job_id", "jct_s", *both]].merge(jb[["job_id", "jct_s", *both]], on="job_id",
-                                                 suffixes=(f"_{a_name}", f"_{b_name}"))
+        info = [c for c in _JOB_INFO if c in ja.columns]  # what the job is: the same on both sides
+        j = ja[["job_id", *info, "jct_s", *both]].merge(jb[["job_id", "jct_s", *both]], on="job_id",
+                                                        suffixes=(f"_{a_name}", f"_{b_name}"))
         j["diff_s"] = j[f"jct_s_{b_name}"] - j[f"jct_s_{a_name}"]
         j["rel_diff"] = j["diff_s"] / j[f"jct_s_{a_name}"]
         if "placement" in both:
             j["same_placement"] = j[f"placement_{a_name}"].astype(str) == j[f"placement_{b_name}"].astype(str)
-        for c in _JOB_INFO:  # what the job is: the same on both sides
-            if c in ja.columns:
-                j.insert(1, c, j["job_id"].map(ja.set_index("job_id")[c]))
         j.insert(0, "policy", pol)
         job_frames.append(j)
         rel = j["rel_diff"].abs().to_numpy()
@@ -107,16 +107,12 @@ def write_parity(result: dict, out: Path, a_name: str = "a", b_name: str = "b") 
     out = Path(out)
     result["policies"].to_csv(out / "parity.csv", index=False)
     result["jobs"].to_csv(out / "parity_jobs.csv", index=False)
-    df = result["policies"]
-    lines = ["| " + " | ".join(df.columns) + " |", "|" + "---|" * len(df.columns)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(f"{v:.4g}" if isinstance(v, float) else str(v) for v in r) + " |")
     verdict = "PASS" if result["passed"] else "FAIL"
     text = f"""# Parity: {a_name} vs {b_name}
 
 Relative differences are ({b_name} - {a_name}) / {a_name}; limit ±{result['limit']:.0%}.
 
-{chr(10).join(lines)}
+{md_table(result['policies'])}
 
 Ranking by total JCT — {a_name}: {', '.join(result['ranking_a'])}; {b_name}: {', '.join(result['ranking_b'])}
 ({'identical' if result['ranking_agrees'] else 'different'}).
@@ -141,17 +137,8 @@ def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
            "cluster state. Every job: `parity_jobs.csv`.\n"]
     for pol, g in jobs.groupby("policy", sort=False):
         top = g.reindex(g["diff_s"].abs().sort_values(ascending=False).index).head(LARGEST)
-        out += [f"### {pol}\n", *_breakdown(g, a_name, b_name),
-                "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-        for _, r in top.iterrows():
-            out.append("| " + " | ".join(_cell(r[c]) for c in cols) + " |")
-        out.append("")
+        out += [f"### {pol}\n", *_breakdown(g, a_name, b_name), md_table(top[cols], digits=6), ""]
     return "\n".join(out)
-
-
-def _cell(v) -> str:
-    """A Markdown table cell: floats to 6 significant digits, ``|`` (in placements) escaped."""
-    return f"{v:.6g}" if isinstance(v, float) else str(v).replace("|", "\\|")
 
 
 SPEED_REL = 0.01  #: iteration times further apart than this count as "another speed"

@@ -24,18 +24,18 @@ SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finish
                 "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
 
 
-def _fmt(v) -> str:
+def _fmt(v, digits: int = 4) -> str:
     if isinstance(v, float):
-        return f"{v:.4g}"
-    return "-" if v is None else str(v)
+        return f"{v:.{digits}g}"
+    return "-" if v is None else str(v).replace("|", "\\|")  # a '|' (in a placement) stays in its cell
 
 
-def md_table(df: pd.DataFrame) -> str:
-    """A Markdown table of ``df`` (floats to 4 significant digits, None as -): the one table writer."""
+def md_table(df: pd.DataFrame, digits: int = 4) -> str:
+    """A Markdown table of ``df`` (floats to ``digits`` significant digits, None as -): the one table writer."""
     cols = [str(c) for c in df.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(v) for v in r) + " |")
+        lines.append("| " + " | ".join(_fmt(v, digits) for v in r) + " |")
     return "\n".join(lines)
 
 
