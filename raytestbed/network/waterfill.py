@@ -117,22 +117,22 @@ def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, gro
     summed weights go through :func:`fill_levels`."""
     ptr, members = link_members(group_links, capacity.size)
     out = np.empty(group.size)
-    net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight, group_links,
-              capacity, ptr, members, 0.0, np.zeros(group.size), out, np.empty(group.size, np.int64),
+    net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight,
+              np.ones(group.size), group_links, capacity, ptr, members, 0.0, np.zeros(group.size), out, np.empty(group.size, np.int64),
               np.empty((2, group_links.shape[0])))
     return out
 
 
 @numba.njit(cache=True)
 def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray,
-              group_links: np.ndarray, capacity: np.ndarray, ptr: np.ndarray, members: np.ndarray,
+              share: np.ndarray, group_links: np.ndarray, capacity: np.ndarray, ptr: np.ndarray, members: np.ndarray,
               intra_bps: float, rem: np.ndarray, out: np.ndarray, moving: np.ndarray,
               scratch: np.ndarray) -> tuple[int, float]:  # pragma: no cover - compiled
     """Rates (bytes/s) of the flow simulator's rows, written into ``out`` (compiled): a row that is
     not ``alive`` gets 0; one with a ``fixed`` rate (not NaN: a network policy's) gets it; the
     others in a group (``group[f]`` >= 0) get weighted max-min rates ``rank_weight[rank[f]] *
-    level`` of :func:`fill_levels` on ``capacity``, and those in no group (intra-server)
-    ``intra_bps``. ``ptr``, ``members``: :func:`link_members` of ``group_links``. In the same pass
+    share[f] * level`` of :func:`fill_levels` on ``capacity``, and those in no group (intra-server)
+    ``share[f] * intra_bps`` (``share``: the row's part of its connection, 1 for a row that is one). ``ptr``, ``members``: :func:`link_members` of ``group_links``. In the same pass
     the rows with a positive rate go (ascending) into ``moving[:n]``; returns n and the seconds
     until the first of them is done, min of ``rem`` (bytes left) / rate (inf if none). ``out`` and
     ``moving`` are buffers of at least ``group.size`` entries and ``scratch`` one of (2, G) for G
@@ -145,7 +145,7 @@ def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.
     for f in range(n_f):
         g = group[f]
         if g >= 0 and alive[f] and np.isnan(fixed[f]):
-            wsum[g] += rank_weight[rank[f]]
+            wsum[g] += rank_weight[rank[f]] * share[f]
     level = fill_levels(group_links, wsum, capacity, ptr, members, scratch[1])
     n = 0
     best = np.inf
@@ -158,7 +158,7 @@ def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.
             r = fixed[f]
         else:
             g = group[f]
-            r = rank_weight[rank[f]] * level[g] if g >= 0 else intra_bps
+            r = share[f] * (rank_weight[rank[f]] * level[g] if g >= 0 else intra_bps)
         out[f] = r
         if r > 0.0:
             moving[n] = f

@@ -9,16 +9,19 @@ running job progresses:
   :mod:`raytestbed.core.timing`). Contention-dependent models (SJF-BCO) are
   re-evaluated for every running job whenever a job starts or ends. Events per
   job: O(1), which lets the simulator handle 150,000 jobs.
-* ``flow``: every iteration is a compute phase followed by the job's coflows
-  (:mod:`raytestbed.network.traffic`); all flows share links through the weighted
-  max-min allocator (:mod:`raytestbed.network.allocator`), so contention
-  *emerges*; a network policy may set weights or rates. The active flows are
+* ``flow``: every iteration of a ring-all-reduce or PS job is a compute phase followed by the
+  job's coflows (:mod:`raytestbed.network.traffic`); a pipeline of two or more stages runs replica
+  by replica, each replica's transfers starting as its 1F1B schedule reaches them (the emulator's
+  worker schedule, :mod:`raytestbed.sim.pipeline_workers`). All flows share links through the
+  weighted max-min allocator (:mod:`raytestbed.network.allocator`), so contention *emerges*; a
+  network policy may set weights or rates. The active flows are
   arrays (:mod:`raytestbed.sim.flownet`); network policies read them through
   ``view.flows()`` and answer with rate arrays (:mod:`raytestbed.core.flows`). ``iterations_per_coflow``
   = q lumps q iterations into one cycle (q x compute, q x bytes) to bound the
   event count; q = 1 is exact. Each job's record also gets its *lower bound*
   (Parrot Thm 3 with the §7 compute extension): the sum over the coflows it ran
-  of their stand-alone optimal CCT (O3, eq. 26) plus its compute time.
+  of their stand-alone optimal CCT (O3, eq. 26) plus its compute time (a pipeline: its slowest
+  stage's compute per iteration).
 
 Same events at the same time are ordered: completions, then faults, then
 arrivals, then ticks; ties by insertion order. Deterministic for a given input.
@@ -43,6 +46,7 @@ from raytestbed.errors import PolicyError
 from raytestbed.network.o3 import o3_cct_arrays
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
 from raytestbed.sim.flownet import FlowNet
+from raytestbed.sim.pipeline_workers import PipelineRun, uses_workers
 from raytestbed.core.events import (
     CoflowFinished,
     CoflowStarted,
@@ -72,6 +76,7 @@ class _Run:
     cycle: int = 0
     coflow_idx: int = -1  # -1 = computing
     cycle_start_s: float = 0.0
+    lanes: PipelineRun | None = None  # a pipeline job run replica by replica
 
 
 class Simulator(EventCore):
@@ -130,6 +135,7 @@ class Simulator(EventCore):
         self._ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
         self._net_version = 0
         self._net_last = 0.0
+        self._lane_flows: dict[int, int] = {}  #: flow key -> job of the pipeline runs' flows in flight
         self._coflows_synced = None
         if mode == "flow":
             self.known_flow = lambda fid: self._net.row_of(fid) is not None
@@ -165,6 +171,17 @@ class Simulator(EventCore):
                     continue
                 self._advance(t)
                 self._start_coflow(jid, 0)
+                self._reallocate()
+            elif kind in ("wstep", "witer"):
+                _, jid, ver, *args = item
+                run = self._runs.get(jid)
+                if run is None or run.version != ver:
+                    continue
+                self._advance(t)
+                if kind == "wstep":
+                    run.lanes.resume(t, args[0])
+                else:
+                    self._lane_iteration(jid, *args)
                 self._reallocate()
             else:
                 self._advance(t)
@@ -249,9 +266,14 @@ class Simulator(EventCore):
                 self._price(job.job_id)
         else:
             self._net.start_job(job.job_id)
-            run.traffic = iteration_traffic(job, placement, self.cluster)
             run.cycle_start_s = now
-            self._begin_cycle(job.job_id)
+            if uses_workers(job):
+                run.lanes = self._lanes(job, placement, run)
+                run.lanes.begin()
+            else:
+                run.lanes = None
+                run.traffic = iteration_traffic(job, placement, self.cluster)
+                self._begin_cycle(job.job_id)
 
     def run_stopped(self, jid: int) -> None:
         if self.mode == "analytic":
@@ -359,6 +381,64 @@ class Simulator(EventCore):
     def _drop_flows(self, jid: int) -> None:
         if jid in self._runs:
             self._net.drop_job(jid)
+            lanes = self._runs[jid].lanes
+            if lanes is not None:
+                for uid in lanes.flow_keys:
+                    self._lane_flows.pop(uid, None)
+
+    # ------------------------------------------------ flow mode: pipelines replica by replica
+    def _lanes(self, job: Job, placement: Placement, run: _Run) -> PipelineRun:
+        """A run of pipeline ``job`` whose replicas' transfers are this network's flows
+        (:mod:`raytestbed.sim.pipeline_workers`)."""
+        jid, ver, net = job.job_id, run.version, self._net
+
+        def start_flows(transfers) -> np.ndarray:
+            src = np.array([x.src_server for x in transfers], dtype=np.int64)
+            dst = np.array([x.dst_server for x in transfers], dtype=np.int64)
+            uids = net.add_flows(jid, (jid, ver, 0), src, dst, np.array([x.nbytes for x in transfers]),
+                                 self.state.now)
+            for uid in uids.tolist():
+                self._lane_flows[uid] = jid
+            return uids
+
+        def wake_at(t: float, idx: int) -> None:
+            self.push(t, P_DONE, ("wstep", jid, ver, idx))
+
+        def iteration_at(t: float, j: int, compute_s: float, comm_s: float) -> None:
+            self.push(t, P_DONE, ("witer", jid, ver, compute_s, comm_s))
+
+        n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
+        return PipelineRun(job, placement, self.cluster, n, self.state.now, start_flows,
+                           lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at, scale=self.q)
+
+    def _lane_flows_done(self, uids: np.ndarray) -> None:
+        """Hand the ended flows of pipeline runs to their runs (job order)."""
+        by_job: dict[int, list[int]] = {}
+        for uid in uids.tolist():
+            jid = self._lane_flows.pop(uid, None)
+            if jid is not None:
+                by_job.setdefault(jid, []).append(uid)
+        for jid in sorted(by_job, key=lambda j: self._net.rank_of[j]):
+            run = self._runs.get(jid)
+            if run is not None and run.lanes is not None:
+                run.lanes.flows_done(self.state.now, by_job[jid])
+
+    def _lane_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
+        """An iteration of a pipeline run ended now (every replica finished it)."""
+        run = self._runs[jid]
+        now = self.state.now
+        self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + self.q)
+        rj = self.state.running[jid]
+        rj.iterations_done = self.done_iters[jid]
+        per_iter = (now - run.cycle_start_s) / self.q
+        run.cycle_start_s = now
+        rj.iteration_time_s = per_iter
+        self.records[jid].iteration_time_s = per_iter
+        self._add_lower_bound(jid, self.q * max(st.profile.compute_s for st in self.jobs[jid].stages))
+        self.emit(IterationMeasured(now, jid, per_iter, compute_s=compute_s / self.q, comm_s=comm_s / self.q))
+        if self._remaining(jid) <= 1e-9:
+            run.version += 1
+            self.finish(jid)
 
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left, then the coflows left without flows."""
@@ -367,9 +447,13 @@ class Simulator(EventCore):
         running = self.state.running
         jid_of = net.jid_of_rank
         self._sync_sent()
+        if self._lane_flows and net.ended.size:
+            self._lane_flows_done(net.ended)
         for r in emptied:
             jid = int(jid_of[r])
             run = self._runs[jid]
+            if run.lanes is not None:
+                continue
             cf_id, _, _, total = net.end_coflow(r)
             running[jid].coflows_done += 1
             self.emit(CoflowFinished(self.state.now, jid, cf_id, total))

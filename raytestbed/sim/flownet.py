@@ -39,7 +39,7 @@ from raytestbed.sim import kernels
 _EPS_BYTES = 1e-6  #: a flow with at most this many bytes left is complete (or 1e-12 of its size if larger)
 
 _INT_COLS = ("uid", "rank", "num", "src", "dst", "grp")
-_FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr")
+_FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr", "share")
 _COLS = _INT_COLS + _FLOAT_COLS + ("alive",)
 
 
@@ -100,6 +100,7 @@ class FlowNet:
         self._next: float | None = None  #: seconds to the next completion (None: find it again)
         self._order: list | None = None  #: [moving rows by seconds to completion, those seconds, first, progress s]
         self._asked = -1  #: progress count (``_moved``) of the last search for the next completion at these rates
+        self.ended = np.zeros(0, dtype=np.int64)  #: keys of the flows the last completion step ended
 
     def __len__(self) -> int:
         """Alive flows."""
@@ -161,39 +162,74 @@ class FlowNet:
         """Add job ``jid``'s coflow ``coflow_id`` = (job, cycle, index): flows ``src[k] -> dst[k]`` of
         ``vol[k]`` bytes; returns their sum (bytes, added in flow order)."""
         r = self.rank_of[jid]
-        m = int(vol.size)
-        total = sum(vol.tolist(), 0.0)
+        total = sum(np.asarray(vol, dtype=float).tolist(), 0.0)
         self._seq += 1
         self.coflow[r] = (coflow_id, self._seq, now, total)
+        self._insert(r, src, dst, vol, 0, after=False)
+        return total
+
+    def add_flows(self, jid: int, coflow_id: tuple, src: np.ndarray, dst: np.ndarray, vol: np.ndarray,
+                  now: float) -> np.ndarray:
+        """Add flows to job ``jid``'s open coflow, after its rows (opening ``coflow_id`` if the job has
+        none): the transfers of a pipeline job, which its workers start one by one
+        (:mod:`raytestbed.sim.pipeline_workers`). Returns the new flows' keys."""
+        r = self.rank_of[jid]
+        cur = self.coflow.get(r)
+        add = sum(np.asarray(vol, dtype=float).tolist(), 0.0)
+        if cur is None:
+            self._seq += 1
+            self.coflow[r] = (coflow_id, self._seq, now, add)
+            first = 0
+        else:
+            self.coflow[r] = (*cur[:3], cur[3] + add)
+            self.compact()
+            a, b = np.searchsorted(self.rank, [r, r + 1])
+            first = int(self.num[b - 1]) + 1 if b > a else 0
+        return self._insert(r, src, dst, vol, first, after=True)
+
+    def set_shares(self, jid: int, keys: np.ndarray, share: float) -> None:
+        """The flows ``keys`` of job ``jid`` are members of one connection: each gets ``share`` of its rate."""
+        self.compact()
+        r = self.rank_of[jid]
+        a, b = np.searchsorted(self.rank, [r, r + 1])
+        rows = a + np.flatnonzero(np.isin(self.uid[a:b], keys))
+        if np.any(self.share[rows] != share):
+            self.share[rows] = share
+            self.stale = True
+
+    def _insert(self, r: int, src, dst, vol, first_num: int, after: bool) -> np.ndarray:
+        """Insert flows of job rank ``r`` (numbered from ``first_num``) before or after its rows; their keys."""
+        vol = np.asarray(vol, dtype=float)
+        m = int(vol.size)
         if m == 0:
-            return total
+            return np.zeros(0, dtype=np.int64)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
         grp = np.full(m, -1, dtype=np.int64)
         fab = src != dst
         if fab.any():
             grp[fab] = self._groups_of(src[fab], dst[fab])
-        vol = np.asarray(vol, dtype=float)
         eps = np.maximum(_EPS_BYTES, 1e-12 * vol)
         self._eps_max = max(self._eps_max, float(eps.max()))
+        uids = np.arange(self._next_uid, self._next_uid + m, dtype=np.int64)
         new = {
-            "uid": np.arange(self._next_uid, self._next_uid + m, dtype=np.int64),
+            "uid": uids,
             "rank": np.full(m, r, dtype=np.int64),
-            "num": np.arange(m, dtype=np.int64),
+            "num": np.arange(first_num, first_num + m, dtype=np.int64),
             "src": src, "dst": dst, "grp": grp,
             "rem": vol.copy(), "total": vol, "eps": eps,
-            "rate": np.zeros(m), "ovr": np.full(m, np.nan), "alive": np.ones(m, dtype=bool),
+            "rate": np.zeros(m), "ovr": np.full(m, np.nan), "share": np.ones(m), "alive": np.ones(m, dtype=bool),
         }
         self._next_uid += m
         self.live_count[r] += m
         self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
         self.compact()
-        pos = int(np.searchsorted(self.rank, r))
+        pos = int(np.searchsorted(self.rank, r, side="right" if after else "left"))
         for c, arr in new.items():
             old = getattr(self, c)
             setattr(self, c, np.concatenate([old[:pos], arr, old[pos:]]))
         self._changed()
-        return total
+        return uids
 
     def _keep(self, keep: np.ndarray) -> None:
         gone = int(keep.size - np.count_nonzero(keep))
@@ -327,6 +363,7 @@ class FlowNet:
         self._advances = 0
         rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
                                             self.sent_dirty, self.rate, self.ovr)
+        self.ended = self.uid[rows]
         if rows.size:
             self._next = None
         self._due_rows = np.zeros(0, np.int64)
@@ -456,7 +493,7 @@ class FlowNet:
                 self._checked = True
                 cap = np.maximum(cap - used, 1e-9 * cap)
         buf = self._moving_buffer()
-        n, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, glinks, cap, ptr, members,
+        n, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, self.share, glinks, cap, ptr, members,
                               self.intra_bps, self.rem, self.rate, buf, self._group_scratch())
         self._forget_moving()
         self._moving, self._next = buf[:n], float(t_next)

@@ -25,6 +25,7 @@ same numbers when the profile came from the same model and batch).
 
 from __future__ import annotations
 
+import bisect
 import math
 from dataclasses import dataclass, field
 
@@ -282,3 +283,64 @@ def _with_ps(w: WorkerSpec, ps_gpus: tuple[int, ...]) -> WorkerSpec:
     from dataclasses import replace
 
     return replace(w, ps_gpus=ps_gpus)
+
+
+def split_sizes(total: int, parts: int) -> list[int]:
+    """Sizes of ``np.array_split`` of ``total`` items into ``parts``."""
+    q, r = divmod(total, parts)
+    return [q + 1] * r + [q] * (parts - r)
+
+
+def rotated(n: int, start: int) -> list[int]:
+    """0..n-1 starting at ``start mod n``: replica r of a stage sends to neighbour r first, so the
+    replicas' simultaneous slices go to different receivers (no receiver gets two at once)."""
+    return [(start + t) % n for t in range(n)]
+
+
+class InboundTime:
+    """Emulated seconds a stage holds its GPU for its inbound flows: A-SRPT eq. 5 charges a stage the
+    time its inbound activations and gradients take, one after the other at the full link rate.
+
+    The GPU is held for the time during which the worker's own inbound flows were moving, each
+    moment once: two flows that shared the ingress port (activations from the stage before and
+    gradients from the stage after, or slices from two upstream replicas) take twice as long each,
+    but over the same interval, so their union — the port's busy time, what eq. 5 counts — is
+    charged, not the sum of their spans. A flow slowed by another job's traffic still holds the
+    GPU longer. (Inside a server two slices come over their own links at full rate at once: their
+    union is shorter than eq. 5's sum.) Spans are ``(start_s, end_s)`` in emulated seconds; they
+    may come out of order (a gradient that arrived while the stage computed is taken later), so
+    the charged intervals are kept (the last ``keep``, merged; a span older than those is charged
+    in full).
+    """
+
+    def __init__(self, keep: int = 64) -> None:
+        self.keep = keep
+        self.charged: list[tuple[float, float]] = []  # disjoint, sorted by start
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+
+    def charge(self, spans: list[tuple[float, float]]) -> float:
+        """Seconds of ``spans`` (their union) not yet charged; records them as charged."""
+        new = 0.0
+        for a, b in spans:
+            lo, hi = self._overlapping(a, b)
+            covered = sum(max(0.0, min(b, d) - max(a, c)) for c, d in self.charged[lo:hi])
+            new += max(0.0, (b - a) - covered)
+            self._add(a, b)
+        return new
+
+    def _overlapping(self, a: float, b: float) -> tuple[int, int]:
+        """Slice of the charged intervals that touch [a, b] (they are disjoint: ends ascend with starts)."""
+        lo = bisect.bisect_left(self._ends, a)
+        hi = bisect.bisect_right(self._starts, b)
+        return lo, max(lo, hi)
+
+    def _add(self, a: float, b: float) -> None:
+        lo, hi = self._overlapping(a, b)
+        if hi > lo:
+            a, b = min(a, self.charged[lo][0]), max(b, self.charged[hi - 1][1])
+        self.charged[lo:hi] = [(a, b)]
+        if len(self.charged) > self.keep:
+            del self.charged[:len(self.charged) - self.keep]
+        self._starts = [c for c, _ in self.charged]
+        self._ends = [d for _, d in self.charged]

@@ -46,7 +46,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from raytestbed.emu.executors.plan import PsSpec, WorkerSpec
+from raytestbed.emu.executors.plan import InboundTime, PsSpec, WorkerSpec, rotated, split_sizes
 from raytestbed.emu.vclock import Send, Wake
 
 
@@ -62,59 +62,6 @@ def remote_call(handle, method: str, *args):
     fut = asyncio.get_running_loop().create_future()
     fut.set_result(res)
     return fut
-
-
-def _split_sizes(total: int, parts: int) -> list[int]:
-    """Sizes of ``np.array_split`` of ``total`` items into ``parts``."""
-    q, r = divmod(total, parts)
-    return [q + 1] * r + [q] * (parts - r)
-
-
-def _rotated(n: int, start: int) -> list[int]:
-    """0..n-1 starting at ``start mod n``: replica r of a stage sends to neighbour r first, so the
-    replicas' simultaneous slices go to different receivers (no receiver gets two at once)."""
-    return [(start + t) % n for t in range(n)]
-
-
-class InboundTime:
-    """Emulated seconds a stage holds its GPU for its inbound flows: A-SRPT eq. 5 charges a stage the
-    time its inbound activations and gradients take, one after the other at the full link rate.
-
-    The GPU is held for the time during which the worker's own inbound flows were moving, each
-    moment once: two flows that shared the ingress port (activations from the stage before and
-    gradients from the stage after, or slices from two upstream replicas) take twice as long each,
-    but over the same interval, so their union — the port's busy time, what eq. 5 counts — is
-    charged, not the sum of their spans. A flow slowed by another job's traffic still holds the
-    GPU longer. (Inside a server two slices come over their own links at full rate at once: their
-    union is shorter than eq. 5's sum.) Spans are ``(start_s, end_s)`` in emulated seconds; they
-    may come out of order (a gradient that arrived while the stage computed is taken later), so
-    the charged intervals are kept (the last ``keep``, merged; a span older than those is charged
-    in full).
-    """
-
-    def __init__(self, keep: int = 64) -> None:
-        self.keep = keep
-        self.charged: list[tuple[float, float]] = []  # disjoint, sorted by start
-
-    def charge(self, spans: list[tuple[float, float]]) -> float:
-        """Seconds of ``spans`` (their union) not yet charged; records them as charged."""
-        new = 0.0
-        for a, b in spans:
-            covered = sum(max(0.0, min(b, d) - max(a, c)) for c, d in self.charged)
-            new += max(0.0, (b - a) - covered)
-            self._add(a, b)
-        return new
-
-    def _add(self, a: float, b: float) -> None:
-        merged = []
-        for c, d in self.charged:
-            if d < a or c > b:
-                merged.append((c, d))
-            else:
-                a, b = min(a, c), max(b, d)
-        merged.append((a, b))
-        merged.sort()
-        self.charged = merged[-self.keep:]
 
 
 class RunDropped(Exception):
@@ -310,12 +257,12 @@ class StageWorker(_Participant):
             if sp.mode == "real":
                 parts = np.array_split(out, k_next)
                 idxs = np.array_split(idx, k_next)
-                for r in _rotated(k_next, sp.replica):
+                for r in rotated(k_next, sp.replica):
                     g = sp.next_gpus[r]
                     await self._send_one(g, self._key(g, "act", i, sp.replica), parts[r], {"idx": idxs[r]})
             else:
                 buf = self._buffer(sp.act_out_bytes)
-                for r in _rotated(k_next, sp.replica):
+                for r in rotated(k_next, sp.replica):
                     g = sp.next_gpus[r]
                     await self._send_one(g, self._key(g, "act", i, sp.replica), buf, nbytes=sp.act_out_bytes)
             a["comm"] += self.t - t0
@@ -348,7 +295,7 @@ class StageWorker(_Participant):
             else:
                 parts = [self._buffer(sp.act_in_bytes)] * len(sp.prev_gpus)
                 nbytes = [sp.act_in_bytes] * len(sp.prev_gpus)
-            for q in _rotated(len(sp.prev_gpus), sp.replica):
+            for q in rotated(len(sp.prev_gpus), sp.replica):
                 g = sp.prev_gpus[q]
                 await self._send_one(g, self._key(g, "grad", j, sp.replica), parts[q], nbytes=nbytes[q])
             a["comm"] += self.t - t0
@@ -386,7 +333,7 @@ class StageWorker(_Participant):
             chunks = [c.copy() for c in np.array_split(flat, k)]
             sizes = [c.nbytes for c in chunks]
         else:
-            sizes = _split_sizes(int(sp.profile.param_bytes), k)
+            sizes = split_sizes(int(sp.profile.param_bytes), k)
             chunks = [self._buffer(n) for n in sizes]
         coflow = f"job{sp.job_id}:it{sp.start_iteration + j}:ar{sp.stage}"
         for step in range(2 * (k - 1)):
@@ -417,7 +364,7 @@ class StageWorker(_Participant):
             shards = np.array_split(flat, n)
             sizes = [x.nbytes for x in shards]
         else:
-            sizes = _split_sizes(int(sp.profile.param_bytes), n)
+            sizes = split_sizes(int(sp.profile.param_bytes), n)
             shards = [self._buffer(m) for m in sizes]
         sends = []
         for p in range(n):

@@ -1,0 +1,323 @@
+"""Pipeline jobs in flow timing, replica by replica: the emulator's worker schedule on the simulator's clock.
+
+A pipeline job of two or more stages is not timed as a sequence of job-wide coflows (as
+:mod:`raytestbed.network.traffic` describes ring-all-reduce and PS iterations) but as the
+programs of its stage replicas, the schedule the emulator's workers run in replay mode
+(:mod:`raytestbed.emu.executors.worker`, sizes from :func:`~raytestbed.emu.executors.plan.plan_job`):
+
+* PipeDream 1F1B: stage s keeps S - s mini-batches in flight, then alternates one backward and
+  one forward;
+* a forward takes the activation slices of every upstream replica at once and holds the GPU while
+  they flowed (A-SRPT eq. 5; overlapping inbound flows hold it once,
+  :class:`~raytestbed.emu.executors.plan.InboundTime`), computes p^f, then sends one slice
+  A_s / (k_s k_{s+1}) bytes to every downstream replica, one after the other;
+* a backward takes the gradient slices the same way, computes p^b, sends gradient slices
+  upstream one after the other, then runs the stage's ring all-reduce: 2(k-1) steps, each sending
+  a chunk of h/k bytes to the ring successor and receiving one from the predecessor.
+
+Every replica keeps its own time and blocks only on its own transfers and the data it needs, so the
+replicas of one stage placed on two servers run unsynchronised and their cross-server transfers in
+opposite directions overlap where their schedules bring them together, as in the emulator.
+
+Transfers are flows of the simulator's network (:class:`~raytestbed.sim.flownet.FlowNet`), grouped
+as the emulator's fluid model groups them into connections: a job's activation and gradient
+transfers between two servers are one connection, each all-reduce (stage, iteration) between two
+servers another, a transfer inside a server one per GPU pair; a connection gets one weighted
+max-min share and its members split it equally.
+
+An iteration ends when every replica has finished its backward (and all-reduce) of it: the latest
+of their times. Its time is the gap to the previous end (the first counts from the run's start, the
+pipeline fill included). Units: seconds, bytes.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.core.job import CommPattern, Job
+from raytestbed.core.placement import Placement
+from raytestbed.emu.executors.plan import InboundTime, WorkerSpec, plan_job, rotated, split_sizes
+
+
+def uses_workers(job: Job) -> bool:
+    """Whether flow timing runs ``job`` replica by replica: a pipeline of two or more stages (ring-
+    all-reduce and PS jobs, one-stage pipelines and jobs with explicit coflows are coflow sequences,
+    :mod:`raytestbed.network.traffic`). ValueError for such a pipeline with an explicit compute time
+    (its stages' profiles time it)."""
+    if job.num_stages < 2 or job.comm is not CommPattern.PIPELINE:
+        return False
+    if job.traffic is not None and job.traffic.coflows:
+        return False
+    if job.traffic is not None and (job.traffic.compute_s is not None or job.traffic.max_flow_bytes is not None):
+        raise ValueError(f"job {job.job_id}: a pipeline of {job.num_stages} stages takes its compute and "
+                         "transfer sizes from its stage profiles; its traffic may only give explicit coflows")
+    return True
+
+
+@dataclass(eq=False)
+class Transfer:
+    """One transfer of ``nbytes`` bytes from ``src_gpu`` to ``dst_gpu`` (times in seconds)."""
+
+    key: tuple
+    sender: int  #: index of the sending worker
+    src_server: int
+    dst_server: int
+    nbytes: float
+    conn: tuple  #: connection key
+    start_s: float = math.nan
+    end_s: float = math.nan
+    uid: int = -1  #: the flow's key in the network
+    share: float = 1.0  #: its part of its connection's rate
+
+
+@dataclass(eq=False)
+class Step:
+    """A blocked worker's request: at ``at`` start ``sends``, wake when they and ``recvs`` arrived."""
+
+    at: float
+    sends: tuple[Transfer, ...] = ()
+    recvs: tuple[tuple, ...] = ()
+    pending: set = field(default_factory=set)
+    spans: dict = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class _Worker:
+    idx: int
+    spec: WorkerSpec
+    server: int
+    t: float
+    program: Generator | None = None
+    step: Step | None = None
+    stepped: bool = False
+    inbound: InboundTime = field(default_factory=InboundTime)
+    acc: dict = field(default_factory=dict)  #: iteration -> [compute s, communication s]
+
+
+class PipelineRun:
+    """One run of a pipeline job, replica by replica (module docstring).
+
+    Args:
+        job, placement, cluster: what runs where.
+        iterations: iterations of the schedule this run performs (whole).
+        start_s: the run's start, seconds.
+        scale: each iteration of the schedule stands for this many of the job's (the simulator's
+            ``iterations_per_coflow`` q: q x compute, q x bytes per transfer; 1 is exact).
+        start_flows: ``(transfers) -> flow keys``: start these transfers in the network now.
+        set_shares: ``(flow keys, share)``: the flows are one connection's members, each gets ``share``.
+        wake_at: ``(t, worker index)``: call :meth:`resume` at ``t`` (> now).
+        iteration_at: ``(t_end, iteration, compute_s, comm_s)``: iteration done at ``t_end`` (>= now).
+    """
+
+    def __init__(self, job: Job, placement: Placement, cluster: Cluster, iterations: int, start_s: float,
+                 start_flows: Callable, set_shares: Callable, wake_at: Callable, iteration_at: Callable,
+                 scale: int = 1) -> None:
+        plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay")
+        self.scale = scale
+        self.cluster = cluster
+        self.iterations = iterations
+        self.now = start_s
+        self._start_flows, self._set_shares = start_flows, set_shares
+        self._wake_at, self._iteration_at = wake_at, iteration_at
+        self.workers = [_Worker(i, w, cluster.server_of(w.gpu), start_s) for i, w in enumerate(plan.workers)]
+        self._by_gpu = {w.spec.gpu: w for w in self.workers}
+        self._by_uid: dict[int, Transfer] = {}
+        self._conns: dict[tuple, list[Transfer]] = {}
+        self._arrived: dict[tuple, tuple[float, float]] = {}  #: key -> span, arrived before its receiver asked
+        self._waiter: dict[tuple, _Worker] = {}  #: key -> the worker whose step waits for it
+        self._reports: dict[int, dict[int, tuple]] = {}  #: iteration -> worker -> (end s, compute s, comm s)
+        self._next_iter = 0
+
+    @property
+    def flow_keys(self) -> list[int]:
+        """Keys of this run's flows in the network."""
+        return list(self._by_uid)
+
+    # ------------------------------------------------------------------ driving
+    def begin(self) -> None:
+        """Start every worker's program at the run's start."""
+        for w in self.workers:
+            w.program = self._program(w)
+        self._continue(list(self.workers))
+
+    def resume(self, now: float, idx: int) -> None:
+        """Worker ``idx``'s step is due now (its ``at`` has come): start its transfers."""
+        self.now = now
+        w = self.workers[idx]
+        if self._admit(w):
+            self._continue([w])
+
+    def flows_done(self, now: float, uids) -> None:
+        """The flows ``uids`` (this run's) arrived now; wakes the workers that no longer wait."""
+        self.now = now
+        woken: list[_Worker] = []
+        changed: set[tuple] = set()
+        for uid in uids:
+            x = self._by_uid.pop(int(uid), None)
+            if x is None:
+                continue
+            x.end_s = now
+            span = (x.start_s, now)
+            members = self._conns[x.conn]
+            members.remove(x)
+            if members:
+                changed.add(x.conn)
+            else:
+                del self._conns[x.conn]
+            sender = self.workers[x.sender]
+            if sender.step is not None and x.key in sender.step.pending:
+                self._satisfy(sender, x.key, span, woken)
+            w = self._waiter.pop(x.key, None)
+            if w is None:
+                self._arrived[x.key] = span
+            else:
+                self._satisfy(w, x.key, span, woken)
+        for conn in sorted(changed, key=repr):
+            self._share(conn)
+        woken.sort(key=lambda w: w.idx)
+        self._continue(woken)
+
+    def _satisfy(self, w: _Worker, key: tuple, span: tuple[float, float], woken: list) -> None:
+        w.step.pending.discard(key)
+        w.step.spans[key] = span
+        if not w.step.pending and w not in woken:
+            woken.append(w)
+
+    def _continue(self, workers: list[_Worker]) -> None:
+        """Run each worker until its program blocks: one with a satisfied step wakes now (its time
+        becomes now), one without a step starts at its own time."""
+        queue = list(workers)
+        while queue:
+            w = queue.pop(0)
+            spans = None
+            if w.step is not None:
+                w.t = max(w.t, self.now)
+                spans, w.step = w.step.spans, None
+            try:
+                step = w.program.send(spans)
+            except StopIteration:
+                w.program = None
+                continue
+            w.step = step
+            if step.at > self.now:
+                self._wake_at(step.at, w.idx)
+            elif self._admit(w):
+                queue.append(w)
+
+    def _admit(self, w: _Worker) -> bool:
+        """Start the transfers of ``w``'s step now; True if nothing is left to wait for."""
+        step = w.step
+        if step.sends:
+            for x in step.sends:
+                x.start_s = self.now
+                step.pending.add(x.key)
+            uids = self._start_flows(step.sends)
+            for x, uid in zip(step.sends, uids):
+                x.uid = int(uid)
+                self._by_uid[x.uid] = x
+                self._conns.setdefault(x.conn, []).append(x)
+            for conn in {x.conn for x in step.sends}:
+                self._share(conn)
+        for key in step.recvs:
+            span = self._arrived.pop(key, None)
+            if span is None:
+                step.pending.add(key)
+                self._waiter[key] = w
+            else:
+                step.spans[key] = span
+        return not step.pending
+
+    def _share(self, conn: tuple) -> None:
+        members = self._conns.get(conn)
+        if members:
+            share = 1.0 / len(members)
+            change = [x for x in members if x.share != share]
+            if change:
+                for x in change:
+                    x.share = share
+                self._set_shares([x.uid for x in change], share)
+
+    # ------------------------------------------------------------------ the schedule
+    def _transfer(self, w: _Worker, dst_gpu: int, key: tuple, nbytes: float, coflow) -> Transfer:
+        dst = self.cluster.server_of(dst_gpu)
+        conn = ("intra", coflow, w.spec.gpu, dst_gpu) if dst == w.server else ("inter", coflow, w.server, dst)
+        return Transfer(key, w.idx, w.server, dst, float(nbytes) * self.scale, conn)
+
+    def _step(self, w: _Worker, sends=(), recvs=()):
+        w.stepped = True
+        spans = yield Step(w.t, tuple(sends), tuple(recvs))
+        return spans
+
+    def _receive(self, w: _Worker, keys: list[tuple], acc: list):
+        t0 = w.t
+        spans = yield from self._step(w, recvs=keys)
+        w.t += w.inbound.charge([spans[k] for k in keys])
+        acc[1] += w.t - t0
+
+    def _program(self, w: _Worker):
+        """Worker ``w``'s 1F1B schedule (the emulator's ``StageWorker.run``)."""
+        sp = w.spec
+        window = sp.in_flight
+        j = nf = 0
+        limit = sp.iterations
+        while True:
+            if nf < limit and nf < j + window:
+                yield from self._forward(w, nf)
+                nf += 1
+            elif j < min(nf, limit):
+                w.stepped = False
+                yield from self._backward(w, j)
+                if not w.stepped:
+                    yield from self._step(w)
+                self._report(w, j)
+                j += 1
+            else:
+                return
+
+    def _forward(self, w: _Worker, i: int):
+        sp = w.spec
+        acc = w.acc.setdefault(i, [0.0, 0.0])
+        if sp.stage > 0:
+            keys = [(sp.gpu, "act", i, q) for q in range(sp.replicas[sp.stage - 1])]
+            yield from self._receive(w, keys, acc)
+        w.t += sp.profile.fwd_s * self.scale
+        acc[0] += sp.profile.fwd_s * self.scale
+        t0 = w.t
+        for r in rotated(len(sp.next_gpus), sp.replica):
+            g = sp.next_gpus[r]
+            yield from self._step(w, sends=[self._transfer(w, g, (g, "act", i, sp.replica), sp.act_out_bytes, None)])
+        acc[1] += w.t - t0
+
+    def _backward(self, w: _Worker, j: int):
+        sp = w.spec
+        acc = w.acc.setdefault(j, [0.0, 0.0])
+        if sp.next_gpus:
+            yield from self._receive(w, [(sp.gpu, "grad", j, r) for r in range(len(sp.next_gpus))], acc)
+        w.t += sp.profile.bwd_s * self.scale
+        acc[0] += sp.profile.bwd_s * self.scale
+        t0 = w.t
+        for q in rotated(len(sp.prev_gpus), sp.replica):
+            g = sp.prev_gpus[q]
+            yield from self._step(w, sends=[self._transfer(w, g, (g, "grad", j, sp.replica), sp.act_in_bytes, None)])
+        k, pos = len(sp.ring), sp.ring_pos
+        if k > 1:  # ring all-reduce: reduce-scatter then all-gather, 2(k-1) steps
+            sizes = split_sizes(int(sp.profile.param_bytes), k)
+            nxt, prv = sp.ring[(pos + 1) % k], (pos - 1) % k
+            for s in range(2 * (k - 1)):
+                send_i = (pos - s) % k if s < k - 1 else (pos + 1 - (s - (k - 1))) % k
+                out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], ("ar", sp.stage, j))
+                yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])
+        acc[1] += w.t - t0
+
+    def _report(self, w: _Worker, j: int) -> None:
+        """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has."""
+        comp, comm = w.acc.pop(j)
+        self._reports.setdefault(j, {})[w.idx] = (w.t, comp, comm)
+        while len(self._reports.get(self._next_iter, ())) == len(self.workers):
+            recs = self._reports.pop(self._next_iter).values()
+            self._iteration_at(max(r[0] for r in recs), self._next_iter, max(r[1] for r in recs),
+                               max(r[2] for r in recs))
+            self._next_iter += 1

@@ -1,0 +1,96 @@
+"""Pipeline jobs in flow timing run replica by replica (sim/pipeline_workers.py): the emulator's schedule."""
+
+from dataclasses import replace
+
+import pytest
+
+from conftest import rar_job, run_emulated_in_process, small_cluster
+from raytestbed.core.events import IterationMeasured
+from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
+from raytestbed.schedulers.base import make_policy
+from raytestbed.sim.engine import Simulator
+from raytestbed.sim.pipeline_workers import uses_workers
+
+MB = 1e6
+
+
+def _pipe(job_id, arrival, replicas, iterations=12, out_mb=6.0, param_mb=8.0, fwd=0.004, bwd=0.008) -> Job:
+    stages = tuple(Stage(k, StageProfile(fwd, bwd, out_bytes=(out_mb * MB if s + 1 < len(replicas) else 0.0),
+                                         param_bytes=param_mb * MB)) for s, k in enumerate(replicas))
+    return Job(job_id, arrival, iterations, stages, CommPattern.PIPELINE)
+
+
+def _jobs():
+    """A 3-stage pipeline whose middle stage has a replica on each server (filled in GPU order on 2 x 2
+    GPUs: stage 1 on GPUs 1 and 2), then a 2-stage pipeline and a ring job that contend with it."""
+    return [_pipe(0, 0.0, (1, 2, 1), iterations=15),
+            _pipe(1, 0.05, (1, 1), iterations=10, out_mb=12.0),
+            rar_job(2, 0.1, workers=2, iterations=8, grad_bytes=20 * MB)]
+
+
+def test_only_multi_stage_pipelines_run_replica_by_replica():
+    assert uses_workers(_pipe(0, 0.0, (1, 2)))
+    assert not uses_workers(_pipe(0, 0.0, (2,)))
+    assert not uses_workers(rar_job(0))
+    explicit = replace(_pipe(0, 0.0, (1, 2)), traffic=JobTraffic(coflows=(((0, 1, 1e6),),)))
+    assert not uses_workers(explicit)
+
+
+def test_a_pipeline_with_an_explicit_compute_time_is_refused_by_name():
+    job = replace(_pipe(4, 0.0, (1, 2)), traffic=JobTraffic(compute_s=0.5))
+    with pytest.raises(ValueError, match="job 4: a pipeline of 2 stages takes its compute"):
+        Simulator(small_cluster(2, 2), [job], make_policy("fifo", "placement", 0), mode="flow").run()
+
+
+def test_flow_timing_matches_the_emulator_per_job_on_split_stage_pipelines():
+    """The emulator (real worker programs on the virtual clock, in-process) and the flow simulator
+    give every job the same finish time: the same schedule, the same fluid model."""
+    cl = small_cluster(2, 2, nic_gbps=1, intra_gbs=10)
+    emu, _, _ = run_emulated_in_process(cl, _jobs(), [make_policy("fifo", "placement", 0)], fast_forward=False)
+    sim = Simulator(cl, _jobs(), make_policy("fifo", "placement", 0), mode="flow").run()
+    assert {r.job.job_id for r in sim.records} == {0, 1, 2}
+    for r in sim.records:
+        assert emu["records"][r.job.job_id].finish_s == pytest.approx(r.finish_s, rel=1e-6), r.job.job_id
+        assert emu["records"][r.job.job_id].placement == r.placement
+
+
+def test_replicas_of_a_split_stage_overlap_opposite_nic_directions():
+    """Alone on the cluster, the split pipeline's steady iteration is shorter than its cross-server
+    transfers take in the three one-after-another groups of job-wide coflow phases (9 MB per NIC
+    direction), though not shorter than one direction's 6 MB."""
+    cl = small_cluster(2, 2, nic_gbps=1, intra_gbs=1000)
+    job = _pipe(0, 0.0, (1, 2, 1), iterations=20, param_mb=0.001)
+    events = []
+    Simulator(cl, [job], make_policy("fifo", "placement", 0), mode="flow", on_event=events.append).run()
+    steady = [e.seconds for e in events if isinstance(e, IterationMeasured)][5:]
+    nic = cl.servers[0].nic_egress_bps
+    # per iteration 3 MB slices cross: act 0 -> 1 (replica on server 1) and its gradient back, act from
+    # the replica on server 0 to stage 2 (server 1) and its gradient back: 6 MB each way
+    assert max(steady) < 9 * MB / nic
+    assert min(steady) >= 6 * MB / nic
+
+
+def test_iterations_per_coflow_lumps_pipeline_iterations():
+    """q iterations per cycle: the same job, a few percent apart, and q times fewer iteration events."""
+    cl = small_cluster(2, 2, nic_gbps=1, intra_gbs=10)
+    out = {}
+    for q in (1, 5):
+        events = []
+        res = Simulator(cl, [_pipe(0, 0.0, (1, 2, 1), iterations=40)], make_policy("fifo", "placement", 0),
+                        mode="flow", iterations_per_coflow=q, on_event=events.append).run()
+        out[q] = (res.records[0].finish_s, sum(isinstance(e, IterationMeasured) for e in events))
+    assert out[5][1] == 8 and out[1][1] == 40
+    assert out[5][0] == pytest.approx(out[1][0], rel=0.1)
+
+
+def test_a_preempted_pipeline_resumes_where_it_stopped():
+    """Killing a server the split pipeline uses ends its run; it restarts on the servers left and
+    every job finishes with all its iterations."""
+    from raytestbed.core.events import Fault
+
+    cl = small_cluster(3, 2, nic_gbps=1, intra_gbs=10)
+    jobs = [_pipe(0, 0.0, (1, 2, 1), iterations=30)]
+    res = Simulator(cl, jobs, make_policy("fifo", "placement", 0), mode="flow",
+                    faults=[Fault("kill_server", 1, 0.2)]).run()
+    assert res.records[0].finish_s > 0.2
+    assert res.iterations_done[0] == 30
