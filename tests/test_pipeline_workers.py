@@ -5,7 +5,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import rar_job, run_emulated_in_process, small_cluster
-from raytestbed.core.events import IterationMeasured
+from raytestbed.core.events import CoflowFinished, CoflowStarted, IterationMeasured
 from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
 from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
@@ -46,12 +46,21 @@ def test_flow_timing_matches_the_emulator_per_job_on_split_stage_pipelines():
     """The emulator (real worker programs on the virtual clock, in-process) and the flow simulator
     give every job the same finish time: the same schedule, the same fluid model."""
     cl = small_cluster(2, 2, nic_gbps=1, intra_gbs=10)
-    emu, _, _ = run_emulated_in_process(cl, _jobs(), [make_policy("fifo", "placement", 0)], fast_forward=False)
-    sim = Simulator(cl, _jobs(), make_policy("fifo", "placement", 0), mode="flow").run()
+    emu, emu_events, _ = run_emulated_in_process(cl, _jobs(), [make_policy("fifo", "placement", 0)],
+                                                 fast_forward=False)
+    sim_events = []
+    sim = Simulator(cl, _jobs(), make_policy("fifo", "placement", 0), mode="flow", on_event=sim_events.append).run()
     assert {r.job.job_id for r in sim.records} == {0, 1, 2}
     for r in sim.records:
         assert emu["records"][r.job.job_id].finish_s == pytest.approx(r.finish_s, rel=1e-6), r.job.job_id
         assert emu["records"][r.job.job_id].placement == r.placement
+    # the all-reduce coflows of the pipelines' split stage as the emulator reports them (the ring job's
+    # iteration is one coflow in the simulator, 2(k-1) steps in the emulator: not compared)
+    def coflows(events):
+        return sorted((e.job_id, type(e).__name__, round(e.time, 9), round(e.bytes)) for e in events
+                      if isinstance(e, (CoflowStarted, CoflowFinished)) and e.job_id in (0, 1))
+    assert any(j == 0 for j, *_ in coflows(sim_events))
+    assert coflows(sim_events) == coflows(emu_events)
 
 
 def test_replicas_of_a_split_stage_overlap_opposite_nic_directions():

@@ -29,7 +29,7 @@ def _ranking(df: pd.DataFrame) -> list[str]:
 
 
 TIE_REL = 1e-6  #: total JCTs within this relative difference count as a tie
-_JOB_COLUMNS = ("first_start_s", "placement", "iteration_time_s")  #: per job, from both sides
+_JOB_COLUMNS = ("first_start_s", "placement", "mean_iteration_s")  #: per job, from both sides
 _JOB_INFO = ("model", "comm", "stages")  #: per job, what it is
 LARGEST = 5  #: jobs per policy in parity.md's table of the largest differences
 
@@ -49,6 +49,15 @@ def rankings_agree(a: dict[str, float], b: dict[str, float], tie_rel: float = TI
     return all(order(a, p, q) * order(b, p, q) >= 0 for i, p in enumerate(pols) for q in pols[i + 1:])
 
 
+def _with_mean_iteration(jobs: pd.DataFrame) -> pd.DataFrame:
+    """``jobs`` with ``mean_iteration_s``: (finish - first start) / iterations, seconds -- the job's
+    speed over its whole run (a single iteration's time may alternate between values from one
+    iteration to the next; a preempted job's wait between runs counts too)."""
+    if {"finish_s", "first_start_s", "iterations"} <= set(jobs.columns):
+        jobs = jobs.assign(mean_iteration_s=(jobs["finish_s"] - jobs["first_start_s"]) / jobs["iterations"])
+    return jobs
+
+
 def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_name: str = "b") -> dict:
     """Compare two compare-folders; returns a dict with ``policies`` and ``jobs`` DataFrames and the verdict."""
     a = pd.read_csv(Path(a_dir) / "comparison.csv")
@@ -62,8 +71,8 @@ def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_n
         rb = b[b["policy"].astype(str) == pol].iloc[0]
         d_total = (rb["total_jct_s"] - ra["total_jct_s"]) / ra["total_jct_s"]
         d_mk = (rb["makespan_s"] - ra["makespan_s"]) / ra["makespan_s"]
-        ja = pd.read_csv(Path(a_dir) / pol / "jobs.csv")
-        jb = pd.read_csv(Path(b_dir) / pol / "jobs.csv")
+        ja = _with_mean_iteration(pd.read_csv(Path(a_dir) / pol / "jobs.csv"))
+        jb = _with_mean_iteration(pd.read_csv(Path(b_dir) / pol / "jobs.csv"))
         both = [c for c in _JOB_COLUMNS if c in ja.columns and c in jb.columns]
         info = [c for c in _JOB_INFO if c in ja.columns]  # what the job is: the same on both sides
         j = ja[["job_id", *info, "jct_s", *both]].merge(jb[["job_id", "jct_s", *both]], on="job_id",
@@ -129,10 +138,10 @@ def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
     if jobs.empty:
         return ""
     cols = [c for c in ("job_id", "model", "comm", "stages", f"jct_s_{a_name}", f"jct_s_{b_name}", "diff_s",
-                        f"first_start_s_{a_name}", f"first_start_s_{b_name}", f"iteration_time_s_{a_name}",
-                        f"iteration_time_s_{b_name}", f"placement_{a_name}", "same_placement") if c in jobs.columns]
+                        f"first_start_s_{a_name}", f"first_start_s_{b_name}", f"mean_iteration_s_{a_name}",
+                        f"mean_iteration_s_{b_name}", f"placement_{a_name}", "same_placement") if c in jobs.columns]
     out = [f"\n## Largest per-job differences (JCT {b_name} - {a_name}, seconds)\n",
-           "Same placement and another iteration time: the two models differ on that job; same placement "
+           "Same placement and another mean iteration time (first start to finish): the two models differ on that job; same placement "
            "and another first start: it waited behind other jobs; another placement: it saw another "
            "cluster state. Every job: `parity_jobs.csv`.\n"]
     for pol, g in jobs.groupby("policy", sort=False):
@@ -141,12 +150,12 @@ def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
     return "\n".join(out)
 
 
-SPEED_REL = 0.01  #: iteration times further apart than this count as "another speed"
+SPEED_REL = 0.01  #: mean iteration times further apart than this count as "another speed"
 
 
 def _breakdown(g: pd.DataFrame, a_name: str, b_name: str) -> list[str]:
     """One line: the policy's total JCT difference split by what the jobs' differences come from."""
-    ia, ib = f"iteration_time_s_{a_name}", f"iteration_time_s_{b_name}"
+    ia, ib = f"mean_iteration_s_{a_name}", f"mean_iteration_s_{b_name}"
     if "same_placement" not in g.columns or ia not in g.columns or ib not in g.columns:
         return []
     moved = ~g["same_placement"].astype(bool)

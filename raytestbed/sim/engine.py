@@ -407,9 +407,17 @@ class Simulator(EventCore):
         def iteration_at(t: float, j: int, compute_s: float, comm_s: float) -> None:
             self.push(t, P_DONE, ("witer", jid, ver, compute_s, comm_s))
 
+        def coflow_event(kind: str, cf_id: tuple, nbytes: float) -> None:
+            if kind == "started":
+                self.emit(CoflowStarted(self.state.now, jid, cf_id, nbytes))
+            else:
+                self.state.running[jid].coflows_done += 1
+                self.emit(CoflowFinished(self.state.now, jid, cf_id, nbytes))
+
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
         return PipelineRun(job, placement, self.cluster, n, self.state.now, start_flows,
-                           lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at, scale=self.q)
+                           lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at,
+                           coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])))
 
     def _lane_flows_done(self, uids: np.ndarray) -> None:
         """Hand the ended flows of pipeline runs to their runs (job order)."""

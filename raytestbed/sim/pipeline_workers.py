@@ -25,6 +25,11 @@ transfers between two servers are one connection, each all-reduce (stage, iterat
 servers another, a transfer inside a server one per GPU pair; a connection gets one weighted
 max-min share and its members split it equally.
 
+Each all-reduce (stage, iteration) is a coflow for the policies, started and finished as the
+emulator's fabric reports it: started when one of its transfers starts while none is in flight,
+finished when its last transfer in flight arrives (``coflow_event``); activation and gradient
+slices belong to no coflow.
+
 An iteration ends when every replica has finished its backward (and all-reduce) of it: the latest
 of their times. Its time is the gap to the previous end (the first counts from the run's start, the
 pipeline fill included). Units: seconds, bytes.
@@ -67,6 +72,7 @@ class Transfer:
     dst_server: int
     nbytes: float
     conn: tuple  #: connection key
+    coflow: tuple | None = None  #: the all-reduce coflow it belongs to (None: an activation or gradient slice)
     start_s: float = math.nan
     end_s: float = math.nan
     uid: int = -1  #: the flow's key in the network
@@ -110,11 +116,12 @@ class PipelineRun:
         set_shares: ``(flow keys, share)``: the flows are one connection's members, each gets ``share``.
         wake_at: ``(t, worker index)``: call :meth:`resume` at ``t`` (> now).
         iteration_at: ``(t_end, iteration, compute_s, comm_s)``: iteration done at ``t_end`` (>= now).
+        coflow_event: ``(kind, coflow id, bytes)``: an all-reduce coflow ``"started"`` / ``"finished"`` now.
     """
 
     def __init__(self, job: Job, placement: Placement, cluster: Cluster, iterations: int, start_s: float,
                  start_flows: Callable, set_shares: Callable, wake_at: Callable, iteration_at: Callable,
-                 scale: int = 1) -> None:
+                 coflow_event: Callable | None = None, scale: int = 1, start_iteration: int = 0) -> None:
         plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay")
         self.scale = scale
         self.cluster = cluster
@@ -122,6 +129,9 @@ class PipelineRun:
         self.now = start_s
         self._start_flows, self._set_shares = start_flows, set_shares
         self._wake_at, self._iteration_at = wake_at, iteration_at
+        self._coflow_event = coflow_event
+        self.start_iteration = start_iteration
+        self._coflows: dict[tuple, list] = {}  #: all-reduce coflow -> [transfers in flight, bytes arrived]
         self.workers = [_Worker(i, w, cluster.server_of(w.gpu), start_s) for i, w in enumerate(plan.workers)]
         self._by_gpu = {w.spec.gpu: w for w in self.workers}
         self._by_uid: dict[int, Transfer] = {}
@@ -161,6 +171,14 @@ class PipelineRun:
                 continue
             x.end_s = now
             span = (x.start_s, now)
+            if x.coflow is not None:
+                cf = self._coflows[x.coflow]
+                cf[0] -= 1
+                cf[1] += x.nbytes
+                if cf[0] == 0:
+                    del self._coflows[x.coflow]
+                    if self._coflow_event is not None:
+                        self._coflow_event("finished", x.coflow, cf[1])
             members = self._conns[x.conn]
             members.remove(x)
             if members:
@@ -221,6 +239,12 @@ class PipelineRun:
                 self._conns.setdefault(x.conn, []).append(x)
             for conn in {x.conn for x in step.sends}:
                 self._share(conn)
+            for x in step.sends:
+                if x.coflow is not None:
+                    cf = self._coflows.setdefault(x.coflow, [0, 0.0])
+                    if cf[0] == 0 and self._coflow_event is not None:
+                        self._coflow_event("started", x.coflow, 0.0)
+                    cf[0] += 1
         for key in step.recvs:
             span = self._arrived.pop(key, None)
             if span is None:
@@ -244,7 +268,7 @@ class PipelineRun:
     def _transfer(self, w: _Worker, dst_gpu: int, key: tuple, nbytes: float, coflow) -> Transfer:
         dst = self.cluster.server_of(dst_gpu)
         conn = ("intra", coflow, w.spec.gpu, dst_gpu) if dst == w.server else ("inter", coflow, w.server, dst)
-        return Transfer(key, w.idx, w.server, dst, float(nbytes) * self.scale, conn)
+        return Transfer(key, w.idx, w.server, dst, float(nbytes) * self.scale, conn, coflow)
 
     def _step(self, w: _Worker, sends=(), recvs=()):
         w.stepped = True
@@ -308,7 +332,8 @@ class PipelineRun:
             nxt, prv = sp.ring[(pos + 1) % k], (pos - 1) % k
             for s in range(2 * (k - 1)):
                 send_i = (pos - s) % k if s < k - 1 else (pos + 1 - (s - (k - 1))) % k
-                out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], ("ar", sp.stage, j))
+                cf = (sp.job_id, self.start_iteration + j, f"ar{sp.stage}")
+                out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf)
                 yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])
         acc[1] += w.t - t0
 
