@@ -303,29 +303,29 @@ class PipelineRun:
 
     def _forward(self, w: _Worker, i: int):
         sp = w.spec
+        keys = [(sp.gpu, "act", i, q) for q in range(sp.replicas[sp.stage - 1])] if sp.stage > 0 else []
+        t0 = yield from self._pass(w, i, keys, sp.profile.fwd_s, sp.next_gpus, "act", sp.act_out_bytes)
+        w.acc[i][1] += w.t - t0
+
+    def _pass(self, w: _Worker, i: int, inbound: list[tuple], compute_s: float, out_gpus: tuple, kind: str,
+              nbytes: int):
+        """Take the ``inbound`` slices of mini-batch ``i`` at once, compute, send one ``kind`` slice of
+        ``nbytes`` to each of ``out_gpus`` one after the other; returns the time the sends began."""
         acc = w.acc.setdefault(i, [0.0, 0.0])
-        if sp.stage > 0:
-            keys = [(sp.gpu, "act", i, q) for q in range(sp.replicas[sp.stage - 1])]
-            yield from self._receive(w, keys, acc)
-        w.t += sp.profile.fwd_s * self.scale
-        acc[0] += sp.profile.fwd_s * self.scale
+        if inbound:
+            yield from self._receive(w, inbound, acc)
+        w.t += compute_s * self.scale
+        acc[0] += compute_s * self.scale
         t0 = w.t
-        for r in rotated(len(sp.next_gpus), sp.replica):
-            g = sp.next_gpus[r]
-            yield from self._step(w, sends=[self._transfer(w, g, (g, "act", i, sp.replica), sp.act_out_bytes, None)])
-        acc[1] += w.t - t0
+        for r in rotated(len(out_gpus), w.spec.replica):
+            g = out_gpus[r]
+            yield from self._step(w, sends=[self._transfer(w, g, (g, kind, i, w.spec.replica), nbytes, None)])
+        return t0
 
     def _backward(self, w: _Worker, j: int):
         sp = w.spec
-        acc = w.acc.setdefault(j, [0.0, 0.0])
-        if sp.next_gpus:
-            yield from self._receive(w, [(sp.gpu, "grad", j, r) for r in range(len(sp.next_gpus))], acc)
-        w.t += sp.profile.bwd_s * self.scale
-        acc[0] += sp.profile.bwd_s * self.scale
-        t0 = w.t
-        for q in rotated(len(sp.prev_gpus), sp.replica):
-            g = sp.prev_gpus[q]
-            yield from self._step(w, sends=[self._transfer(w, g, (g, "grad", j, sp.replica), sp.act_in_bytes, None)])
+        keys = [(sp.gpu, "grad", j, r) for r in range(len(sp.next_gpus))]
+        t0 = yield from self._pass(w, j, keys, sp.profile.bwd_s, sp.prev_gpus, "grad", sp.act_in_bytes)
         k, pos = len(sp.ring), sp.ring_pos
         if k > 1:  # ring all-reduce: reduce-scatter then all-gather, 2(k-1) steps
             sizes = split_sizes(int(sp.profile.param_bytes), k)
@@ -335,7 +335,7 @@ class PipelineRun:
                 cf = (sp.job_id, self.start_iteration + j, f"ar{sp.stage}")
                 out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf)
                 yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])
-        acc[1] += w.t - t0
+        w.acc[j][1] += w.t - t0
 
     def _report(self, w: _Worker, j: int) -> None:
         """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has."""
