@@ -1,14 +1,27 @@
 """Per-iteration traffic of a placed job, as coflows (impl.).
 
-One iteration of a ring-all-reduce or parameter-server job is a compute phase followed by one or
-more coflows:
+One iteration of a job is a compute phase followed by one or more coflows:
 
+* pipeline job (A-SRPT; the flow simulator's faster approximation, ``timing.pipelines: phases``,
+  by default it runs pipelines replica by replica, :mod:`raytestbed.sim.pipeline_workers`): for
+  every stage boundary s -> s+1 and every replica pair (a, b), A_s / (k_s k_{s+1}) bytes a -> b (activations) and the same back
+  b -> a (gradients), then the all-reduce ring of every stage with k >= 2
+  replicas: each ring hop r -> r+1 carries 2(k-1)h/k bytes (A-SRPT §III-B;
+  ring and tree all-reduce move the same volume per replica, so both are sent
+  as a ring here). A stage is charged its transfers as A-SRPT eq. (5) and the
+  emulator's stage workers have it: its inbound transfers (activations from the
+  stage before, gradients from the stage after) at once -- inbound flows that
+  overlap hold the GPU once -- and its own activations and gradients out one
+  after the other, the all-reduce last. So the iteration's coflows are the
+  inbound transfers of stages 0, 3, 6, ..., of stages 1, 4, 7, ..., of stages
+  2, 5, 8, ..., then the rings (empty ones left out): stage s's inbound is one
+  coflow, its activations out are in stage s+1's and its gradients out in
+  stage s-1's, three different coflows, while stages three apart move at once.
+  (Slices between the replicas of two stages move at once; at most four
+  coflows per iteration keep the simulator fast.)
 * ring-all-reduce job (SJF-BCO, GADGET): one coflow, each hop 2(w-1)m/w bytes;
 * parameter-server job (Parrot): a push coflow (every worker -> every PS, h/#PS
-  bytes) then a pull coflow (every PS -> every worker);
-* a one-stage pipeline job is a ring-all-reduce job. A pipeline of two or more stages is not a
-  coflow sequence: its replicas send and receive as their own schedules go, and the flow simulator
-  runs them replica by replica (:mod:`raytestbed.sim.pipeline_workers`).
+  bytes) then a pull coflow (every PS -> every worker).
 
 Flows of one coflow between the same pair of *different* servers are merged
 into one flow (one connection per server pair). Flows inside one server (``src
@@ -156,10 +169,18 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
         return IterationTraffic(job.stages[0].profile.compute_s if compute is None else compute,
                                 (_merge(push), _merge(pull)), random_sizes,
                                 (spec.seed, job.job_id) if random_sizes else ())
-    if job.num_stages > 1:
-        raise ValueError(f"job {job.job_id}: a pipeline of {job.num_stages} stages has no coflow sequence "
-                         "(the flow simulator runs it replica by replica: sim/pipeline_workers.py)")
-    st = job.stages[0]
-    k = st.replicas
-    ring = _merge(_ring(srv[0], 2.0 * (k - 1) * st.profile.param_bytes / k))
-    return IterationTraffic(st.profile.compute_s if compute is None else compute, (ring,) if ring else ())
+    inbound: tuple[list[Flow], ...] = ([], [], [])  # transfers into the stages s with s % 3 == 0, 1, 2
+    rings: list[Flow] = []
+    for s, st in enumerate(job.stages):
+        k = st.replicas
+        rings += _ring(srv[s], 2.0 * (k - 1) * st.profile.param_bytes / k)
+        if s + 1 < job.num_stages:
+            per_pair = st.profile.out_bytes / (k * job.stages[s + 1].replicas)
+            for a in srv[s]:
+                for b in srv[s + 1]:
+                    inbound[(s + 1) % 3].append((a, b, per_pair))  # activations into stage s+1
+                    inbound[s % 3].append((b, a, per_pair))  # gradients into stage s
+    if compute is None:
+        compute = max(st.profile.compute_s for st in job.stages)
+    coflows = (*(_merge(fl) for fl in inbound), _merge(rings))
+    return IterationTraffic(compute, tuple(cf for cf in coflows if cf))

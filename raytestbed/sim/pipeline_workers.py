@@ -1,8 +1,9 @@
 """Pipeline jobs in flow timing, replica by replica: the emulator's worker schedule on the simulator's clock.
 
-A pipeline job of two or more stages is not timed as a sequence of job-wide coflows (as
-:mod:`raytestbed.network.traffic` describes ring-all-reduce and PS iterations) but as the
-programs of its stage replicas, the schedule the emulator's workers run in replay mode
+By default (``timing.pipelines: replicas``) a pipeline job of two or more stages is not timed as
+a sequence of job-wide coflows (as :mod:`raytestbed.network.traffic` describes ring-all-reduce and
+PS iterations, and pipelines with ``timing.pipelines: phases``) but as the programs of its stage
+replicas, the schedule the emulator's workers run in replay mode
 (:mod:`raytestbed.emu.executors.worker`, sizes from :func:`~raytestbed.emu.executors.plan.plan_job`):
 
 * PipeDream 1F1B: stage s keeps S - s mini-batches in flight, then alternates one backward and
@@ -57,8 +58,9 @@ def uses_workers(job: Job) -> bool:
     if job.traffic is not None and job.traffic.coflows:
         return False
     if job.traffic is not None and (job.traffic.compute_s is not None or job.traffic.max_flow_bytes is not None):
-        raise ValueError(f"job {job.job_id}: a pipeline of {job.num_stages} stages takes its compute and "
-                         "transfer sizes from its stage profiles; its traffic may only give explicit coflows")
+        raise ValueError(f"job {job.job_id}: a pipeline of {job.num_stages} stages run replica by replica takes its "
+                         "compute and transfer sizes from its stage profiles; its traffic may only give explicit "
+                         "coflows (or time it with timing.pipelines: phases)")
     return True
 
 
