@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.emu.executors.plan import InboundTime, WorkerSpec, plan_job, rotated, split_sizes
+from raytestbed.emu.executors.plan import InboundTime, PsSpec, WorkerSpec, plan_job, rotated, split_sizes
 
 
 def uses_workers(job: Job) -> bool:
@@ -53,14 +53,14 @@ def uses_workers(job: Job) -> bool:
     all-reduce and PS jobs, one-stage pipelines and jobs with explicit coflows are coflow sequences,
     :mod:`raytestbed.network.traffic`). ValueError for such a pipeline with an explicit compute time
     (its stages' profiles time it)."""
-    if job.num_stages < 2 or job.comm is not CommPattern.PIPELINE:
+    if not ((job.num_stages >= 2 and job.comm is CommPattern.PIPELINE) or job.comm is CommPattern.PS):
         return False
-    if job.traffic is not None and job.traffic.coflows:
+    if job.traffic is not None and (job.traffic.coflows or job.traffic.max_flow_bytes is not None):
         return False
-    if job.traffic is not None and (job.traffic.compute_s is not None or job.traffic.max_flow_bytes is not None):
-        raise ValueError(f"job {job.job_id}: a pipeline of {job.num_stages} stages run replica by replica takes its "
-                         "compute and transfer sizes from its stage profiles; its traffic may only give explicit "
-                         "coflows (or time it with timing.pipelines: phases)")
+    if job.traffic is not None and job.traffic.compute_s is not None:
+        raise ValueError(f"job {job.job_id}: a {job.comm.value} job run worker by worker takes its compute and "
+                         "transfer sizes from its profiles; its traffic may only give explicit coflows or PS flow "
+                         "sizes (or time it with timing.pipelines: phases)")
     return True
 
 
@@ -69,7 +69,9 @@ class Transfer:
     """One transfer of ``nbytes`` bytes from ``src_gpu`` to ``dst_gpu`` (times in seconds)."""
 
     key: tuple
-    sender: int  #: index of the sending worker
+    sender: int  #: index of the sending participant
+    src_gpu: int
+    dst_gpu: int
     src_server: int
     dst_server: int
     nbytes: float
@@ -95,7 +97,8 @@ class Step:
 @dataclass(eq=False)
 class _Worker:
     idx: int
-    spec: WorkerSpec
+    spec: WorkerSpec | PsSpec  #: a stage replica or a parameter server
+    gpu: int  #: its fabric endpoint
     server: int
     t: float
     program: Generator | None = None
@@ -134,14 +137,16 @@ class PipelineRun:
         self._coflow_event = coflow_event
         self.start_iteration = start_iteration
         self._coflows: dict[tuple, list] = {}  #: all-reduce coflow -> [transfers in flight, bytes arrived]
-        self.workers = [_Worker(i, w, cluster.server_of(w.gpu), start_s) for i, w in enumerate(plan.workers)]
-        self._by_gpu = {w.spec.gpu: w for w in self.workers}
+        self.workers = [_Worker(i, w, w.gpu, cluster.server_of(w.gpu), start_s) for i, w in enumerate(plan.workers)]
+        self.ps = [_Worker(len(self.workers) + i, p, p.gpu, p.server, start_s) for i, p in enumerate(plan.ps)]
+        self.participants = self.workers + self.ps
         self._by_uid: dict[int, Transfer] = {}
         self._conns: dict[tuple, list[Transfer]] = {}
         self._arrived: dict[tuple, tuple[float, float]] = {}  #: key -> span, arrived before its receiver asked
         self._waiter: dict[tuple, _Worker] = {}  #: key -> the worker whose step waits for it
         self._reports: dict[int, dict[int, tuple]] = {}  #: iteration -> worker -> (end s, compute s, comm s)
         self._next_iter = 0
+        self._instant: list[Transfer] = []  #: transfers that arrive at the end of this round
 
     @property
     def flow_keys(self) -> list[int]:
@@ -153,52 +158,60 @@ class PipelineRun:
         """Start every worker's program at the run's start."""
         for w in self.workers:
             w.program = self._program(w)
-        self._continue(list(self.workers))
+        for p in self.ps:
+            p.program = self._ps_program(p)
+        self._continue(list(self.participants))
 
     def resume(self, now: float, idx: int) -> None:
-        """Worker ``idx``'s step is due now (its ``at`` has come): start its transfers."""
+        """Participant ``idx``'s step is due now (its ``at`` has come): start its transfers."""
         self.now = now
-        w = self.workers[idx]
-        if self._admit(w):
-            self._continue([w])
+        self._continue([self.participants[idx]], admit=True)
 
     def flows_done(self, now: float, uids) -> None:
-        """The flows ``uids`` (this run's) arrived now; wakes the workers that no longer wait."""
+        """The flows ``uids`` (this run's) arrived now; wakes the participants that no longer wait."""
         self.now = now
         woken: list[_Worker] = []
         changed: set[tuple] = set()
         for uid in uids:
             x = self._by_uid.pop(int(uid), None)
-            if x is None:
-                continue
-            x.end_s = now
-            span = (x.start_s, now)
-            if x.coflow is not None:
-                cf = self._coflows[x.coflow]
-                cf[0] -= 1
-                cf[1] += x.nbytes
-                if cf[0] == 0:
-                    del self._coflows[x.coflow]
-                    if self._coflow_event is not None:
-                        self._coflow_event("finished", x.coflow, cf[1])
-            members = self._conns[x.conn]
+            if x is not None:
+                self._arrive(x, woken, changed)
+        self._reshare(changed)
+        woken.sort(key=lambda w: w.idx)
+        self._continue(woken)
+
+    def _arrive(self, x: Transfer, woken: list, changed: set) -> None:
+        """Transfer ``x`` arrived now: end its coflow if it was the last in flight, leave its
+        connection, satisfy its sender's step and its receiver's (or keep it for the receiver)."""
+        x.end_s = self.now
+        span = (x.start_s, self.now)
+        if x.coflow is not None:
+            cf = self._coflows[x.coflow]
+            cf[0] -= 1
+            cf[1] += x.nbytes
+            if cf[0] == 0:
+                del self._coflows[x.coflow]
+                if self._coflow_event is not None:
+                    self._coflow_event("finished", x.coflow, cf[1])
+        members = self._conns.get(x.conn)
+        if members is not None and x in members:
             members.remove(x)
             if members:
                 changed.add(x.conn)
             else:
                 del self._conns[x.conn]
-            sender = self.workers[x.sender]
-            if sender.step is not None and x.key in sender.step.pending:
-                self._satisfy(sender, x.key, span, woken)
-            w = self._waiter.pop(x.key, None)
-            if w is None:
-                self._arrived[x.key] = span
-            else:
-                self._satisfy(w, x.key, span, woken)
+        sender = self.participants[x.sender]
+        if sender.step is not None and x.key in sender.step.pending:
+            self._satisfy(sender, x.key, span, woken)
+        w = self._waiter.pop(x.key, None)
+        if w is None:
+            self._arrived[x.key] = span
+        else:
+            self._satisfy(w, x.key, span, woken)
+
+    def _reshare(self, changed: set) -> None:
         for conn in sorted(changed, key=repr):
             self._share(conn)
-        woken.sort(key=lambda w: w.idx)
-        self._continue(woken)
 
     def _satisfy(self, w: _Worker, key: tuple, span: tuple[float, float], woken: list) -> None:
         w.step.pending.discard(key)
@@ -206,47 +219,61 @@ class PipelineRun:
         if not w.step.pending and w not in woken:
             woken.append(w)
 
-    def _continue(self, workers: list[_Worker]) -> None:
-        """Run each worker until its program blocks: one with a satisfied step wakes now (its time
-        becomes now), one without a step starts at its own time."""
-        queue = list(workers)
+    def _continue(self, workers: list[_Worker], admit: bool = False) -> None:
+        """Run each participant until its program blocks: one with a satisfied step wakes now (its
+        time becomes now), one without a step starts at its own time; ``admit``: the first ones'
+        steps are due now and start first. Rounds, as the emulator's clock admits steps in batches: a
+        transfer to the same GPU or of no bytes arrives at once, after every step of the round has
+        started its transfers, and whoever that wakes runs in the next round."""
+        queue = [w for w in workers if not admit or self._admit(w)]
         while queue:
-            w = queue.pop(0)
-            spans = None
-            if w.step is not None:
-                w.t = max(w.t, self.now)
-                spans, w.step = w.step.spans, None
-            try:
-                step = w.program.send(spans)
-            except StopIteration:
-                w.program = None
-                continue
-            w.step = step
-            if step.at > self.now:
-                self._wake_at(step.at, w.idx)
-            elif self._admit(w):
-                queue.append(w)
+            while queue:
+                w = queue.pop(0)
+                spans = None
+                if w.step is not None:
+                    w.t = max(w.t, self.now)
+                    spans, w.step = w.step.spans, None
+                try:
+                    step = w.program.send(spans)
+                except StopIteration:
+                    w.program = None
+                    continue
+                w.step = step
+                if step.at > self.now:
+                    self._wake_at(step.at, w.idx)
+                elif self._admit(w):
+                    queue.append(w)
+            if self._instant:
+                instant, self._instant = self._instant, []
+                woken: list[_Worker] = []
+                changed: set[tuple] = set()
+                for x in instant:
+                    self._arrive(x, woken, changed)
+                self._reshare(changed)
+                queue = sorted(woken, key=lambda v: v.idx)
 
     def _admit(self, w: _Worker) -> bool:
-        """Start the transfers of ``w``'s step now; True if nothing is left to wait for."""
+        """Start the transfers of ``w``'s step now; True if nothing is left to wait for. A transfer to
+        the same GPU, or of no bytes, waits for the end of the round (:meth:`_continue`)."""
         step = w.step
-        if step.sends:
-            for x in step.sends:
-                x.start_s = self.now
-                step.pending.add(x.key)
-            uids = self._start_flows(step.sends)
-            for x, uid in zip(step.sends, uids):
+        flows = []
+        for x in step.sends:
+            x.start_s = self.now
+            step.pending.add(x.key)
+            if x.coflow is not None:
+                cf = self._coflows.setdefault(x.coflow, [0, 0.0])
+                if cf[0] == 0 and self._coflow_event is not None:
+                    self._coflow_event("started", x.coflow, 0.0)
+                cf[0] += 1
+            (self._instant if x.src_gpu == x.dst_gpu or x.nbytes <= 0 else flows).append(x)
+        if flows:
+            uids = self._start_flows(flows)
+            for x, uid in zip(flows, uids):
                 x.uid = int(uid)
                 self._by_uid[x.uid] = x
                 self._conns.setdefault(x.conn, []).append(x)
-            for conn in {x.conn for x in step.sends}:
+            for conn in {x.conn for x in flows}:
                 self._share(conn)
-            for x in step.sends:
-                if x.coflow is not None:
-                    cf = self._coflows.setdefault(x.coflow, [0, 0.0])
-                    if cf[0] == 0 and self._coflow_event is not None:
-                        self._coflow_event("started", x.coflow, 0.0)
-                    cf[0] += 1
         for key in step.recvs:
             span = self._arrived.pop(key, None)
             if span is None:
@@ -269,8 +296,8 @@ class PipelineRun:
     # ------------------------------------------------------------------ the schedule
     def _transfer(self, w: _Worker, dst_gpu: int, key: tuple, nbytes: float, coflow) -> Transfer:
         dst = self.cluster.server_of(dst_gpu)
-        conn = ("intra", coflow, w.spec.gpu, dst_gpu) if dst == w.server else ("inter", coflow, w.server, dst)
-        return Transfer(key, w.idx, w.server, dst, float(nbytes) * self.scale, conn, coflow)
+        conn = ("intra", coflow, w.gpu, dst_gpu) if dst == w.server else ("inter", coflow, w.server, dst)
+        return Transfer(key, w.idx, w.gpu, dst_gpu, w.server, dst, float(nbytes) * self.scale, conn, coflow)
 
     def _step(self, w: _Worker, sends=(), recvs=()):
         w.stepped = True
@@ -329,7 +356,14 @@ class PipelineRun:
         keys = [(sp.gpu, "grad", j, r) for r in range(len(sp.next_gpus))]
         t0 = yield from self._pass(w, j, keys, sp.profile.bwd_s, sp.prev_gpus, "grad", sp.act_in_bytes)
         k, pos = len(sp.ring), sp.ring_pos
-        if k > 1:  # ring all-reduce: reduce-scatter then all-gather, 2(k-1) steps
+        if sp.ps_gpus:  # push a shard to every PS (one coflow), then take the summed shards back (another)
+            n = len(sp.ps_gpus)
+            sizes = split_sizes(int(sp.profile.param_bytes), n)
+            it = self.start_iteration + j
+            yield from self._step(w, sends=[self._transfer(w, sp.ps_gpus[q], (("ps", q), "push", j, sp.rank), sizes[q],
+                                                           (sp.job_id, it, "push")) for q in range(n)])
+            yield from self._step(w, recvs=[(sp.gpu, "pull", j, q) for q in range(n)])
+        elif k > 1:  # ring all-reduce: reduce-scatter then all-gather, 2(k-1) steps
             sizes = split_sizes(int(sp.profile.param_bytes), k)
             nxt, prv = sp.ring[(pos + 1) % k], (pos - 1) % k
             for s in range(2 * (k - 1)):
@@ -338,6 +372,16 @@ class PipelineRun:
                 out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf)
                 yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])
         w.acc[j][1] += w.t - t0
+
+    def _ps_program(self, p: _Worker):
+        """Parameter server ``p``: per iteration, wait for every worker's shard, then send the sum back
+        to every worker at once (the emulator's ``ParamServer.run``)."""
+        sp = p.spec
+        for j in range(self.iterations):
+            yield from self._step(p, recvs=[(("ps", sp.index), "push", j, r) for r in range(len(sp.worker_gpus))])
+            cf = (sp.job_id, self.start_iteration + j, "pull")
+            yield from self._step(p, sends=[self._transfer(p, g, (g, "pull", j, sp.index), sp.shard_bytes, cf)
+                                            for g in sp.worker_gpus])
 
     def _report(self, w: _Worker, j: int) -> None:
         """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has."""
