@@ -248,7 +248,7 @@ def run_into(
         if spec.name == "sim":
             engine = Simulator(cluster, to_run, policy, netpol, mode=trial.timing.mode, model=model,
                                iterations_per_coflow=trial.timing.iterations_per_coflow,
-                               pipelines=trial.timing.pipelines, faults=faults,
+                               schedule=trial.timing.schedule, faults=faults,
                                until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
             holder["journal"] = _FinishedJournal(journal, engine)
             res = engine.run()

@@ -106,22 +106,22 @@ def test_a_preempted_pipeline_resumes_where_it_stopped():
 
 
 def test_pipelines_as_phases_are_the_faster_coflow_approximation():
-    """timing.pipelines: phases times the same split pipeline as job-wide coflows (slowest stage's compute,
+    """timing.schedule: coflows times the same split pipeline as job-wide coflows (slowest stage's compute,
     then the inbound transfers of stages 0, 3, ..., of 1, 4, ..., of 2, 5, ...): here 12 ms of compute
     and three groups of 3 MB per NIC direction, one after the other."""
     cl = small_cluster(2, 2, nic_gbps=1, intra_gbs=1000)
     job = _pipe(0, 0.0, (1, 2, 1), iterations=20, param_mb=0.0)
     out = {}
-    for mode in ("replicas", "phases"):
+    for mode in ("workers", "coflows"):
         events = []
-        Simulator(cl, [job], make_policy("fifo", "placement", 0), mode="flow", pipelines=mode,
+        Simulator(cl, [job], make_policy("fifo", "placement", 0), mode="flow", schedule=mode,
                   on_event=events.append).run()
         out[mode] = [e.seconds for e in events if isinstance(e, IterationMeasured)]
     nic = cl.servers[0].nic_egress_bps
-    assert out["phases"][5] == pytest.approx(0.012 + 9 * MB / nic, rel=1e-6)
-    assert max(out["replicas"][5:]) < 9 * MB / nic
-    with pytest.raises(ValueError, match="unknown pipeline timing 'lanes'"):
-        Simulator(cl, [job], make_policy("fifo", "placement", 0), mode="flow", pipelines="lanes")
+    assert out["coflows"][5] == pytest.approx(0.012 + 9 * MB / nic, rel=1e-6)
+    assert max(out["workers"][5:]) < 9 * MB / nic
+    with pytest.raises(ValueError, match="unknown flow schedule 'lanes'"):
+        Simulator(cl, [job], make_policy("fifo", "placement", 0), mode="flow", schedule="lanes")
 
 
 def test_the_trial_names_the_pipeline_timing():
@@ -130,9 +130,9 @@ def test_the_trial_names_the_pipeline_timing():
 
     base = {"name": "t", "cluster": {"nic_gbps": 1, "intra_gbytes_per_s": 10, "servers": [{"count": 2, "gpus": 2}]},
             "workload": {"kind": "synthetic", "jobs": 2}}
-    assert parse_trial({**base, "timing": {"mode": "flow"}}, "t").trial.timing.pipelines == "replicas"
-    with pytest.raises(ConfigError, match="pipelines"):
-        parse_trial({**base, "timing": {"mode": "flow", "pipelines": "lanes"}}, "t")
+    assert parse_trial({**base, "timing": {"mode": "flow"}}, "t").trial.timing.schedule == "workers"
+    with pytest.raises(ConfigError, match="schedule"):
+        parse_trial({**base, "timing": {"mode": "flow", "schedule": "lanes"}}, "t")
 
 
 def _ps(job_id, arrival, workers, iterations, param_mb, num_ps) -> Job:

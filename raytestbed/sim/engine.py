@@ -12,8 +12,8 @@ running job progresses:
 * ``flow``: every iteration of a ring-all-reduce or PS job is a compute phase followed by the
   job's coflows (:mod:`raytestbed.network.traffic`); a pipeline of two or more stages runs replica
   by replica, each replica's transfers starting as its 1F1B schedule reaches them (the emulator's
-  worker schedule, :mod:`raytestbed.sim.pipeline_workers`), or with ``pipelines="phases"`` as
-  coflows too (faster, approximate). All flows share links through the
+  worker schedule, :mod:`raytestbed.sim.pipeline_workers`; parameter-server jobs likewise), or with
+  ``schedule="coflows"`` as coflows too (fewer events, approximate). All flows share links through the
   weighted max-min allocator (:mod:`raytestbed.network.allocator`), so contention *emerges*; a
   network policy may set weights or rates. The active flows are
   arrays (:mod:`raytestbed.sim.flownet`); network policies read them through
@@ -94,8 +94,8 @@ class Simulator(EventCore):
         mode: ``analytic`` or ``flow``.
         model: iteration-time model for analytic mode (default A-SRPT eq. 7).
         iterations_per_coflow: q, iterations lumped per cycle in flow mode.
-        pipelines: flow mode, pipelines of two or more stages: ``replicas`` (replica by replica,
-            :mod:`raytestbed.sim.pipeline_workers`) or ``phases`` (job-wide coflows,
+        schedule: flow mode, pipelines of two or more stages and PS jobs: ``workers`` (worker by
+            worker, :mod:`raytestbed.sim.pipeline_workers`) or ``coflows`` (job-wide coflows,
             :mod:`raytestbed.network.traffic`).
         faults: faults to inject.
         on_event: callback receiving every event (for the event log).
@@ -116,7 +116,7 @@ class Simulator(EventCore):
         mode: str = "analytic",
         model: IterationModel | None = None,
         iterations_per_coflow: int = 1,
-        pipelines: str = "replicas",
+        schedule: str = "workers",
         faults: Iterable[Fault] = (),
         on_event: Callable[[Event], None] | None = None,
         on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
@@ -125,8 +125,8 @@ class Simulator(EventCore):
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
-        if pipelines not in ("replicas", "phases"):
-            raise ValueError(f"unknown pipeline timing {pipelines!r} (known: replicas, phases)")
+        if schedule not in ("workers", "coflows"):
+            raise ValueError(f"unknown flow schedule {schedule!r} (known: workers, coflows)")
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
         self.mode = mode
@@ -134,7 +134,7 @@ class Simulator(EventCore):
                          on_decisions=on_decisions, progress=progress)
         self.model = model or AsrptModel()
         self.q = int(iterations_per_coflow)
-        self.pipelines = pipelines
+        self.schedule = schedule
         self.until_s = until_s  #: stop the clock here (None: run until every job finished)
         self._runs: dict[int, _Run] = {}
         # flow mode: every active flow in arrays (sim/flownet.py)
@@ -275,7 +275,7 @@ class Simulator(EventCore):
         else:
             self._net.start_job(job.job_id)
             run.cycle_start_s = now
-            if self.pipelines == "replicas" and uses_workers(job):
+            if self.schedule == "workers" and uses_workers(job):
                 run.lanes = self._lanes(job, placement, run)
                 run.lanes.begin()
             else:

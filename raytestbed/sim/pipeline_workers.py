@@ -1,8 +1,8 @@
 """Pipeline jobs in flow timing, replica by replica: the emulator's worker schedule on the simulator's clock.
 
-By default (``timing.pipelines: replicas``) a pipeline job of two or more stages is not timed as
+By default (``timing.schedule: workers``) a pipeline job of two or more stages is not timed as
 a sequence of job-wide coflows (as :mod:`raytestbed.network.traffic` describes ring-all-reduce and
-PS iterations, and pipelines with ``timing.pipelines: phases``) but as the programs of its stage
+PS iterations, and pipelines with ``timing.schedule: coflows``) but as the programs of its stage
 replicas, the schedule the emulator's workers run in replay mode
 (:mod:`raytestbed.emu.executors.worker`, sizes from :func:`~raytestbed.emu.executors.plan.plan_job`):
 
@@ -15,6 +15,11 @@ replicas, the schedule the emulator's workers run in replay mode
 * a backward takes the gradient slices the same way, computes p^b, sends gradient slices
   upstream one after the other, then runs the stage's ring all-reduce: 2(k-1) steps, each sending
   a chunk of h/k bytes to the ring successor and receiving one from the predecessor.
+
+A parameter-server job runs the same way: each worker computes p^f + p^b, pushes one shard of
+h / #PS bytes to every PS at once and waits for the summed shards; each PS waits for its shard from
+every worker, then sends the sum back to all of them at once (the emulator's ``ParamServer``), so
+a PS whose shards arrive early pulls early.
 
 Every replica keeps its own time and blocks only on its own transfers and the data it needs, so the
 replicas of one stage placed on two servers run unsynchronised and their cross-server transfers in
@@ -60,7 +65,7 @@ def uses_workers(job: Job) -> bool:
     if job.traffic is not None and job.traffic.compute_s is not None:
         raise ValueError(f"job {job.job_id}: a {job.comm.value} job run worker by worker takes its compute and "
                          "transfer sizes from its profiles; its traffic may only give explicit coflows or PS flow "
-                         "sizes (or time it with timing.pipelines: phases)")
+                         "sizes (or time it with timing.schedule: coflows)")
     return True
 
 

@@ -14,9 +14,9 @@ docs/asrpt_workloads.md; random consecutive sets, seeded), arrivals and iteratio
 policy finishes in minutes; models are small zoo stand-ins (``--models``) so that the real bytes
 move through Ray on a laptop; compute is replayed from the profiles. Every policy runs on the
 emulator (``--backend emu``) and, for reference, in the simulator (flow-level timing) on the
-same jobs; its pipelines are timed as job-wide coflow phases by default (``--pipelines phases``:
+same jobs; its pipelines are timed as job-wide coflow phases by default (``--schedule coflows``:
 a set holds jobs of tens of thousands of few-millisecond iterations, which replica by replica,
-``--pipelines replicas``, the emulator's own schedule, takes tens of minutes per policy). Output folder: ``runs.csv`` (every run), ``table.csv`` and ``summary.md`` (means over
+``--schedule workers``, the emulator's own schedule, takes tens of minutes per policy). Output folder: ``runs.csv`` (every run), ``table.csv`` and ``summary.md`` (means over
 sets, normalised to A-SRPT, beside the paper's numbers) and the per-set compare folders.
 
     raytestbed bench asrpt-testbed --out results/asrpt_testbed \
@@ -66,7 +66,7 @@ def trial_dict(k: int, args) -> dict:
                      "history_jobs": args.history_jobs},
         "policy": "asrpt",
         "policy_params": {"asrpt": {"tau": 0.0}, "asrpt-perfect": {"tau": 0.0}},
-        "timing": {"mode": "flow", "pipelines": args.pipelines},
+        "timing": {"mode": "flow", "schedule": args.schedule},
         "emu": {"compute": "replay"},
     }
 
@@ -91,8 +91,8 @@ def main(argv=None) -> int:
     ap.add_argument("--policies", default=",".join(POLICIES))
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--backends", default="emu,sim", help="emu and/or sim (flow-level reference)")
-    ap.add_argument("--pipelines", choices=("phases", "replicas"), default="phases",
-                    help="the simulator's pipeline timing (timing.pipelines, docs/trials.md)")
+    ap.add_argument("--schedule", choices=("coflows", "workers"), default="coflows",
+                    help="the simulator's flow schedule (timing.schedule, docs/trials.md)")
     args = ap.parse_args(argv)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     known = available_policies()
