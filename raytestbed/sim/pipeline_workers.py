@@ -1,9 +1,9 @@
-"""Pipeline jobs in flow timing, replica by replica: the emulator's worker schedule on the simulator's clock.
+"""Pipeline and PS jobs in flow timing, worker by worker: the emulator's worker schedule on the simulator's clock.
 
 By default (``timing.schedule: workers``) a pipeline job of two or more stages is not timed as
-a sequence of job-wide coflows (as :mod:`raytestbed.network.traffic` describes ring-all-reduce and
-PS iterations, and pipelines with ``timing.schedule: coflows``) but as the programs of its stage
-replicas, the schedule the emulator's workers run in replay mode
+a sequence of job-wide coflows (as :mod:`raytestbed.network.traffic` describes ring-all-reduce
+iterations, and pipeline and PS iterations with ``timing.schedule: coflows``) but as the programs
+of its stage replicas, the schedule the emulator's workers run in replay mode
 (:mod:`raytestbed.emu.executors.worker`, sizes from :func:`~raytestbed.emu.executors.plan.plan_job`):
 
 * PipeDream 1F1B: stage s keeps S - s mini-batches in flight, then alternates one backward and
@@ -54,10 +54,10 @@ from raytestbed.emu.executors.plan import InboundTime, PsSpec, WorkerSpec, plan_
 
 
 def uses_workers(job: Job) -> bool:
-    """Whether flow timing runs ``job`` replica by replica: a pipeline of two or more stages (ring-
-    all-reduce and PS jobs, one-stage pipelines and jobs with explicit coflows are coflow sequences,
-    :mod:`raytestbed.network.traffic`). ValueError for such a pipeline with an explicit compute time
-    (its stages' profiles time it)."""
+    """Whether flow timing (``timing.schedule: workers``) runs ``job`` worker by worker: a pipeline of
+    two or more stages or a PS job (ring-all-reduce jobs, one-stage pipelines and jobs with explicit
+    coflows or random PS flow sizes are coflow sequences, :mod:`raytestbed.network.traffic`).
+    ValueError for such a job with an explicit compute time (its profiles time it)."""
     if not ((job.num_stages >= 2 and job.comm is CommPattern.PIPELINE) or job.comm is CommPattern.PS):
         return False
     if job.traffic is not None and (job.traffic.coflows or job.traffic.max_flow_bytes is not None):
@@ -114,7 +114,7 @@ class _Worker:
 
 
 class PipelineRun:
-    """One run of a pipeline job, replica by replica (module docstring).
+    """One run of a pipeline or PS job, worker by worker (module docstring).
 
     Args:
         job, placement, cluster: what runs where.
