@@ -28,7 +28,7 @@ def _jobs():
             rar_job(2, 0.1, workers=2, iterations=8, grad_bytes=20 * MB)]
 
 
-def test_only_multi_stage_pipelines_run_replica_by_replica():
+def test_which_jobs_run_worker_by_worker():
     assert uses_workers(_pipe(0, 0.0, (1, 2)))
     assert not uses_workers(_pipe(0, 0.0, (2,)))
     assert not uses_workers(rar_job(0))

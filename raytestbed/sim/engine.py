@@ -9,10 +9,10 @@ running job progresses:
   :mod:`raytestbed.core.timing`). Contention-dependent models (SJF-BCO) are
   re-evaluated for every running job whenever a job starts or ends. Events per
   job: O(1), which lets the simulator handle 150,000 jobs.
-* ``flow``: every iteration of a ring-all-reduce or PS job is a compute phase followed by the
-  job's coflows (:mod:`raytestbed.network.traffic`); a pipeline of two or more stages runs replica
-  by replica, each replica's transfers starting as its 1F1B schedule reaches them (the emulator's
-  worker schedule, :mod:`raytestbed.sim.pipeline_workers`; parameter-server jobs likewise), or with
+* ``flow``: every iteration of a ring-all-reduce job is a compute phase followed by the job's
+  coflows (:mod:`raytestbed.network.traffic`); a pipeline of two or more stages or a
+  parameter-server job runs worker by worker, each worker's transfers starting as its schedule
+  reaches them (the emulator's worker schedule, :mod:`raytestbed.sim.pipeline_workers`), or with
   ``schedule="coflows"`` as coflows too (fewer events, approximate). All flows share links through the
   weighted max-min allocator (:mod:`raytestbed.network.allocator`), so contention *emerges*; a
   network policy may set weights or rates. The active flows are
@@ -77,7 +77,7 @@ class _Run:
     cycle: int = 0
     coflow_idx: int = -1  # -1 = computing
     cycle_start_s: float = 0.0
-    lanes: PipelineRun | None = None  # a pipeline job run replica by replica
+    workers: PipelineRun | None = None  # a pipeline or PS job run worker by worker
 
 
 class Simulator(EventCore):
@@ -143,7 +143,7 @@ class Simulator(EventCore):
         self._ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
         self._net_version = 0
         self._net_last = 0.0
-        self._lane_flows: dict[int, int] = {}  #: flow key -> job of the pipeline runs' flows in flight
+        self._worker_flows: dict[int, int] = {}  #: flow key -> job, of the worker-by-worker runs' flows in flight
         self._coflows_synced = None
         if mode == "flow":
             self.known_flow = lambda fid: self._net.row_of(fid) is not None
@@ -187,9 +187,9 @@ class Simulator(EventCore):
                     continue
                 self._advance(t)
                 if kind == "wstep":
-                    run.lanes.resume(t, args[0])
+                    run.workers.resume(t, args[0])
                 else:
-                    self._lane_iteration(jid, *args)
+                    self._worker_iteration(jid, *args)
                 self._reallocate()
             else:
                 self._advance(t)
@@ -276,10 +276,10 @@ class Simulator(EventCore):
             self._net.start_job(job.job_id)
             run.cycle_start_s = now
             if self.schedule == "workers" and uses_workers(job):
-                run.lanes = self._lanes(job, placement, run)
-                run.lanes.begin()
+                run.workers = self._worker_run(job, placement, run)
+                run.workers.begin()
             else:
-                run.lanes = None
+                run.workers = None
                 run.traffic = iteration_traffic(job, placement, self.cluster)
                 self._begin_cycle(job.job_id)
 
@@ -389,14 +389,14 @@ class Simulator(EventCore):
     def _drop_flows(self, jid: int) -> None:
         if jid in self._runs:
             self._net.drop_job(jid)
-            lanes = self._runs[jid].lanes
-            if lanes is not None:
-                for uid in lanes.flow_keys:
-                    self._lane_flows.pop(uid, None)
+            workers = self._runs[jid].workers
+            if workers is not None:
+                for uid in workers.flow_keys:
+                    self._worker_flows.pop(uid, None)
 
-    # ------------------------------------------------ flow mode: pipelines replica by replica
-    def _lanes(self, job: Job, placement: Placement, run: _Run) -> PipelineRun:
-        """A run of pipeline ``job`` whose replicas' transfers are this network's flows
+    # ------------------------------------------------ flow mode: pipeline and PS jobs worker by worker
+    def _worker_run(self, job: Job, placement: Placement, run: _Run) -> PipelineRun:
+        """A run of ``job`` worker by worker, whose transfers are this network's flows
         (:mod:`raytestbed.sim.pipeline_workers`)."""
         jid, ver, net = job.job_id, run.version, self._net
 
@@ -406,7 +406,7 @@ class Simulator(EventCore):
             uids = net.add_flows(jid, (jid, ver, 0), src, dst, np.array([x.nbytes for x in transfers]),
                                  self.state.now)
             for uid in uids.tolist():
-                self._lane_flows[uid] = jid
+                self._worker_flows[uid] = jid
             return uids
 
         def wake_at(t: float, idx: int) -> None:
@@ -427,20 +427,20 @@ class Simulator(EventCore):
                            lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at,
                            coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])))
 
-    def _lane_flows_done(self, uids: np.ndarray) -> None:
-        """Hand the ended flows of pipeline runs to their runs (job order)."""
+    def _worker_flows_done(self, uids: np.ndarray) -> None:
+        """Hand the ended flows of worker-by-worker runs to their runs (job order)."""
         by_job: dict[int, list[int]] = {}
         for uid in uids.tolist():
-            jid = self._lane_flows.pop(uid, None)
+            jid = self._worker_flows.pop(uid, None)
             if jid is not None:
                 by_job.setdefault(jid, []).append(uid)
         for jid in sorted(by_job, key=lambda j: self._net.rank_of[j]):
             run = self._runs.get(jid)
-            if run is not None and run.lanes is not None:
-                run.lanes.flows_done(self.state.now, by_job[jid])
+            if run is not None and run.workers is not None:
+                run.workers.flows_done(self.state.now, by_job[jid])
 
-    def _lane_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
-        """An iteration of a pipeline run ended now (every replica finished it)."""
+    def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
+        """An iteration of a worker-by-worker run ended now (every worker finished it)."""
         run = self._runs[jid]
         now = self.state.now
         self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + self.q)
@@ -463,12 +463,12 @@ class Simulator(EventCore):
         running = self.state.running
         jid_of = net.jid_of_rank
         self._sync_sent()
-        if self._lane_flows and net.ended.size:
-            self._lane_flows_done(net.ended)
+        if self._worker_flows and net.ended.size:
+            self._worker_flows_done(net.ended)
         for r in emptied:
             jid = int(jid_of[r])
             run = self._runs[jid]
-            if run.lanes is not None:
+            if run.workers is not None:
                 continue
             cf_id, _, _, total = net.end_coflow(r)
             running[jid].coflows_done += 1
