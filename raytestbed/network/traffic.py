@@ -2,10 +2,10 @@
 
 One iteration of a job is a compute phase followed by one or more coflows:
 
-* pipeline job (A-SRPT; the flow simulator's faster approximation, ``timing.schedule: coflows``,
-  by default it runs pipelines replica by replica, :mod:`raytestbed.sim.pipeline_workers`): for
-  every stage boundary s -> s+1 and every replica pair (a, b), A_s / (k_s k_{s+1}) bytes a -> b (activations) and the same back
-  b -> a (gradients), then the all-reduce ring of every stage with k >= 2
+* pipeline job (A-SRPT), with ``timing.schedule: coflows`` (by default the flow simulator runs
+  pipelines worker by worker, :mod:`raytestbed.sim.pipeline_workers`): for every stage boundary
+  s -> s+1 and every replica pair (a, b), A_s / (k_s k_{s+1}) bytes a -> b (activations) and the
+  same back b -> a (gradients), then the all-reduce ring of every stage with k >= 2
   replicas: each ring hop r -> r+1 carries 2(k-1)h/k bytes (A-SRPT §III-B;
   ring and tree all-reduce move the same volume per replica, so both are sent
   as a ring here). A stage is charged its transfers as A-SRPT eq. (5) and the
@@ -21,9 +21,9 @@ One iteration of a job is a compute phase followed by one or more coflows:
   coflows per iteration keep the simulator fast.)
 * ring-all-reduce job (SJF-BCO, GADGET): one coflow, each hop 2(w-1)m/w bytes;
 * parameter-server job (Parrot): a push coflow (every worker -> every PS, h/#PS
-  bytes) then a pull coflow (every PS -> every worker); with its flow sizes drawn at random
-  (Parrot §6.1) always, otherwise only with ``timing.schedule: coflows`` (by default the flow
-  simulator runs it worker by worker, :mod:`raytestbed.sim.pipeline_workers`).
+  bytes) then a pull coflow (every PS -> every worker): a PS job whose flow sizes are drawn at
+  random (Parrot §6.1) always, another one only with ``timing.schedule: coflows`` (by default the
+  flow simulator runs it worker by worker).
 
 Flows of one coflow between the same pair of *different* servers are merged
 into one flow (one connection per server pair). Flows inside one server (``src

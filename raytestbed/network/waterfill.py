@@ -118,8 +118,8 @@ def flow_rates(group: np.ndarray, rank: np.ndarray, rank_weight: np.ndarray, gro
     ptr, members = link_members(group_links, capacity.size)
     out = np.empty(group.size)
     net_rates(group, np.ones(group.size, np.bool_), np.full(group.size, np.nan), rank, rank_weight,
-              np.ones(group.size), group_links, capacity, ptr, members, 0.0, np.zeros(group.size), out, np.empty(group.size, np.int64),
-              np.empty((2, group_links.shape[0])))
+              np.ones(group.size), group_links, capacity, ptr, members, 0.0, np.zeros(group.size), out,
+              np.empty(group.size, np.int64), np.empty((2, group_links.shape[0])))
     return out
 
 
@@ -132,7 +132,8 @@ def net_rates(group: np.ndarray, alive: np.ndarray, fixed: np.ndarray, rank: np.
     not ``alive`` gets 0; one with a ``fixed`` rate (not NaN: a network policy's) gets it; the
     others in a group (``group[f]`` >= 0) get weighted max-min rates ``rank_weight[rank[f]] *
     share[f] * level`` of :func:`fill_levels` on ``capacity``, and those in no group (intra-server)
-    ``share[f] * intra_bps`` (``share``: the row's part of its connection, 1 for a row that is one). ``ptr``, ``members``: :func:`link_members` of ``group_links``. In the same pass
+    ``share[f] * intra_bps`` (``share``: the row's part of its connection, 1 for a row that is one).
+    ``ptr``, ``members``: :func:`link_members` of ``group_links``. In the same pass
     the rows with a positive rate go (ascending) into ``moving[:n]``; returns n and the seconds
     until the first of them is done, min of ``rem`` (bytes left) / rate (inf if none). ``out`` and
     ``moving`` are buffers of at least ``group.size`` entries and ``scratch`` one of (2, G) for G

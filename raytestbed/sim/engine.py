@@ -47,7 +47,7 @@ from raytestbed.errors import PolicyError
 from raytestbed.network.o3 import o3_cct_arrays
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
 from raytestbed.sim.flownet import FlowNet
-from raytestbed.sim.pipeline_workers import PipelineRun, uses_workers
+from raytestbed.sim.pipeline_workers import WorkerRun, uses_workers
 from raytestbed.core.events import (
     CoflowFinished,
     CoflowStarted,
@@ -77,7 +77,7 @@ class _Run:
     cycle: int = 0
     coflow_idx: int = -1  # -1 = computing
     cycle_start_s: float = 0.0
-    workers: PipelineRun | None = None  # a pipeline or PS job run worker by worker
+    workers: WorkerRun | None = None  # a pipeline or PS job run worker by worker
 
 
 class Simulator(EventCore):
@@ -143,7 +143,7 @@ class Simulator(EventCore):
         self._ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
         self._net_version = 0
         self._net_last = 0.0
-        self._worker_flows: dict[int, int] = {}  #: flow key -> job, of the worker-by-worker runs' flows in flight
+        self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
         self._coflows_synced = None
         if mode == "flow":
             self.known_flow = lambda fid: self._net.row_of(fid) is not None
@@ -277,6 +277,7 @@ class Simulator(EventCore):
             run.cycle_start_s = now
             if self.schedule == "workers" and uses_workers(job):
                 run.workers = self._worker_run(job, placement, run)
+                self._worker_jobs.add(job.job_id)
                 run.workers.begin()
             else:
                 run.workers = None
@@ -371,31 +372,38 @@ class Simulator(EventCore):
     def _end_cycle(self, jid: int) -> None:
         run = self._runs[jid]
         q = min(self.q, max(1, math.ceil(self._remaining(jid))))
+        run.cycle += 1
+        if not self._iterations_ended(jid, q, run.traffic.compute_s, None):
+            self._begin_cycle(jid)
+
+    def _iterations_ended(self, jid: int, q: int, compute_s: float, comm_s: float | None) -> bool:
+        """``q`` iterations of running job ``jid`` ended now, since ``cycle_start_s``: count them, report
+        their mean time (``comm_s`` None: the time beyond ``compute_s``) and finish the job if it has
+        no iterations left (True then)."""
+        run = self._runs[jid]
+        now = self.state.now
         self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + q)
         rj = self.state.running[jid]
         rj.iterations_done = self.done_iters[jid]
-        per_iter = (self.state.now - run.cycle_start_s) / q
+        per_iter = (now - run.cycle_start_s) / q
+        run.cycle_start_s = now
         rj.iteration_time_s = per_iter
         self.records[jid].iteration_time_s = per_iter
-        self.emit(IterationMeasured(self.state.now, jid, per_iter, compute_s=run.traffic.compute_s,
-                                     comm_s=per_iter - run.traffic.compute_s))
-        run.cycle += 1
-        if self._remaining(jid) <= 1e-9:
-            run.version += 1
-            self.finish(jid)
-        else:
-            self._begin_cycle(jid)
+        self.emit(IterationMeasured(now, jid, per_iter, compute_s=compute_s,
+                                     comm_s=per_iter - compute_s if comm_s is None else comm_s))
+        if self._remaining(jid) > 1e-9:
+            return False
+        run.version += 1
+        self.finish(jid)
+        return True
 
     def _drop_flows(self, jid: int) -> None:
         if jid in self._runs:
             self._net.drop_job(jid)
-            workers = self._runs[jid].workers
-            if workers is not None:
-                for uid in workers.flow_keys:
-                    self._worker_flows.pop(uid, None)
+            self._worker_jobs.discard(jid)
 
     # ------------------------------------------------ flow mode: pipeline and PS jobs worker by worker
-    def _worker_run(self, job: Job, placement: Placement, run: _Run) -> PipelineRun:
+    def _worker_run(self, job: Job, placement: Placement, run: _Run) -> WorkerRun:
         """A run of ``job`` worker by worker, whose transfers are this network's flows
         (:mod:`raytestbed.sim.pipeline_workers`)."""
         jid, ver, net = job.job_id, run.version, self._net
@@ -403,11 +411,8 @@ class Simulator(EventCore):
         def start_flows(transfers) -> np.ndarray:
             src = np.array([x.src_server for x in transfers], dtype=np.int64)
             dst = np.array([x.dst_server for x in transfers], dtype=np.int64)
-            uids = net.add_flows(jid, (jid, ver, 0), src, dst, np.array([x.nbytes for x in transfers]),
+            return net.add_flows(jid, (jid, ver, 0), src, dst, np.array([x.nbytes for x in transfers]),
                                  self.state.now)
-            for uid in uids.tolist():
-                self._worker_flows[uid] = jid
-            return uids
 
         def wake_at(t: float, idx: int) -> None:
             self.push(t, P_DONE, ("wstep", jid, ver, idx))
@@ -423,38 +428,23 @@ class Simulator(EventCore):
                 self.emit(CoflowFinished(self.state.now, jid, cf_id, nbytes))
 
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
-        return PipelineRun(job, placement, self.cluster, n, self.state.now, start_flows,
+        return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
                            lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at,
                            coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])))
 
-    def _worker_flows_done(self, uids: np.ndarray) -> None:
-        """Hand the ended flows of worker-by-worker runs to their runs (job order)."""
-        by_job: dict[int, list[int]] = {}
-        for uid in uids.tolist():
-            jid = self._worker_flows.pop(uid, None)
-            if jid is not None:
-                by_job.setdefault(jid, []).append(uid)
-        for jid in sorted(by_job, key=lambda j: self._net.rank_of[j]):
-            run = self._runs.get(jid)
+    def _worker_flows_done(self, ranks: np.ndarray, uids: np.ndarray) -> None:
+        """Hand the ended flows (``ranks``: their jobs' ranks, non-decreasing) of worker-by-worker runs to
+        their runs, by job."""
+        cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
+        for r, keys in zip(ranks[np.r_[0, cut]].tolist(), np.split(uids, cut)):
+            run = self._runs.get(int(self._net.jid_of_rank[r]))
             if run is not None and run.workers is not None:
-                run.workers.flows_done(self.state.now, by_job[jid])
+                run.workers.flows_done(self.state.now, keys.tolist())
 
     def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
         """An iteration of a worker-by-worker run ended now (every worker finished it)."""
-        run = self._runs[jid]
-        now = self.state.now
-        self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + self.q)
-        rj = self.state.running[jid]
-        rj.iterations_done = self.done_iters[jid]
-        per_iter = (now - run.cycle_start_s) / self.q
-        run.cycle_start_s = now
-        rj.iteration_time_s = per_iter
-        self.records[jid].iteration_time_s = per_iter
         self._add_lower_bound(jid, self.q * max(st.profile.compute_s for st in self.jobs[jid].stages))
-        self.emit(IterationMeasured(now, jid, per_iter, compute_s=compute_s / self.q, comm_s=comm_s / self.q))
-        if self._remaining(jid) <= 1e-9:
-            run.version += 1
-            self.finish(jid)
+        self._iterations_ended(jid, self.q, compute_s / self.q, comm_s / self.q)
 
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left, then the coflows left without flows."""
@@ -463,8 +453,8 @@ class Simulator(EventCore):
         running = self.state.running
         jid_of = net.jid_of_rank
         self._sync_sent()
-        if self._worker_flows and net.ended.size:
-            self._worker_flows_done(net.ended)
+        if self._worker_jobs and net.ended[1].size:
+            self._worker_flows_done(*net.ended)
         for r in emptied:
             jid = int(jid_of[r])
             run = self._runs[jid]

@@ -100,7 +100,8 @@ class FlowNet:
         self._next: float | None = None  #: seconds to the next completion (None: find it again)
         self._order: list | None = None  #: [moving rows by seconds to completion, those seconds, first, progress s]
         self._asked = -1  #: progress count (``_moved``) of the last search for the next completion at these rates
-        self.ended = np.zeros(0, dtype=np.int64)  #: keys of the flows the last completion step ended
+        #: (job ranks, keys) of the flows the last completion step ended, in row order (by job)
+        self.ended = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
     def __len__(self) -> int:
         """Alive flows."""
@@ -363,7 +364,7 @@ class FlowNet:
         self._advances = 0
         rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
                                             self.sent_dirty, self.rate, self.ovr)
-        self.ended = self.uid[rows]
+        self.ended = (self.rank[rows], self.uid[rows])
         if rows.size:
             self._next = None
         self._due_rows = np.zeros(0, np.int64)
@@ -493,8 +494,8 @@ class FlowNet:
                 self._checked = True
                 cap = np.maximum(cap - used, 1e-9 * cap)
         buf = self._moving_buffer()
-        n, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, self.share, glinks, cap, ptr, members,
-                              self.intra_bps, self.rem, self.rate, buf, self._group_scratch())
+        n, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, self.share, glinks, cap, ptr,
+                              members, self.intra_bps, self.rem, self.rate, buf, self._group_scratch())
         self._forget_moving()
         self._moving, self._next = buf[:n], float(t_next)
 

@@ -83,7 +83,6 @@ class Transfer:
     conn: tuple  #: connection key
     coflow: tuple | None = None  #: the all-reduce coflow it belongs to (None: an activation or gradient slice)
     start_s: float = math.nan
-    end_s: float = math.nan
     uid: int = -1  #: the flow's key in the network
     share: float = 1.0  #: its part of its connection's rate
 
@@ -113,20 +112,22 @@ class _Worker:
     acc: dict = field(default_factory=dict)  #: iteration -> [compute s, communication s]
 
 
-class PipelineRun:
+class WorkerRun:
     """One run of a pipeline or PS job, worker by worker (module docstring).
 
     Args:
         job, placement, cluster: what runs where.
         iterations: iterations of the schedule this run performs (whole).
         start_s: the run's start, seconds.
-        scale: each iteration of the schedule stands for this many of the job's (the simulator's
-            ``iterations_per_coflow`` q: q x compute, q x bytes per transfer; 1 is exact).
         start_flows: ``(transfers) -> flow keys``: start these transfers in the network now.
         set_shares: ``(flow keys, share)``: the flows are one connection's members, each gets ``share``.
-        wake_at: ``(t, worker index)``: call :meth:`resume` at ``t`` (> now).
+        wake_at: ``(t, participant index)``: call :meth:`resume` at ``t`` (> now).
         iteration_at: ``(t_end, iteration, compute_s, comm_s)``: iteration done at ``t_end`` (>= now).
-        coflow_event: ``(kind, coflow id, bytes)``: an all-reduce coflow ``"started"`` / ``"finished"`` now.
+        coflow_event: ``(kind, coflow id, bytes)``: an all-reduce, push or pull coflow ``"started"`` /
+            ``"finished"`` now.
+        scale: each iteration of the schedule stands for this many of the job's (the simulator's
+            ``iterations_per_coflow`` q: q x compute, q x bytes per transfer; 1 is exact).
+        start_iteration: the job's iterations done before this run (names the coflows).
     """
 
     def __init__(self, job: Job, placement: Placement, cluster: Cluster, iterations: int, start_s: float,
@@ -152,11 +153,6 @@ class PipelineRun:
         self._reports: dict[int, dict[int, tuple]] = {}  #: iteration -> worker -> (end s, compute s, comm s)
         self._next_iter = 0
         self._instant: list[Transfer] = []  #: transfers that arrive at the end of this round
-
-    @property
-    def flow_keys(self) -> list[int]:
-        """Keys of this run's flows in the network."""
-        return list(self._by_uid)
 
     # ------------------------------------------------------------------ driving
     def begin(self) -> None:
@@ -188,7 +184,6 @@ class PipelineRun:
     def _arrive(self, x: Transfer, woken: list, changed: set) -> None:
         """Transfer ``x`` arrived now: end its coflow if it was the last in flight, leave its
         connection, satisfy its sender's step and its receiver's (or keep it for the receiver)."""
-        x.end_s = self.now
         span = (x.start_s, self.now)
         if x.coflow is not None:
             cf = self._coflows[x.coflow]
