@@ -7,10 +7,10 @@ differences, and whether the policy ranking by total JCT agrees. The check passe
 when every |relative difference| <= ``limit`` and no two policies are ordered oppositely
 (ties, within a relative 1e-6, are compatible with either order; see :func:`rankings_agree`).
 
-Per job, besides the JCTs, both sides' first start, placement and last iteration time, so that
-a residual can be told apart: a job that iterates at another speed in the same placement is a
-model difference; one that starts later in the same placement waits behind other jobs; one
-placed elsewhere saw another cluster state. ``parity.md`` lists, per policy, the jobs with the
+Per job, besides the JCTs, both sides' first start, placement and mean iteration time (first
+start to finish over the iterations), so that a residual can be told apart: a job that iterates
+at another speed in the same placement is a model difference; one that starts later in the same
+placement waits behind other jobs; one placed elsewhere saw another cluster state. ``parity.md`` lists, per policy, the jobs with the
 largest JCT differences in seconds.
 """
 
@@ -141,9 +141,9 @@ def _largest(jobs: pd.DataFrame, a_name: str, b_name: str) -> str:
                         f"first_start_s_{a_name}", f"first_start_s_{b_name}", f"mean_iteration_s_{a_name}",
                         f"mean_iteration_s_{b_name}", f"placement_{a_name}", "same_placement") if c in jobs.columns]
     out = [f"\n## Largest per-job differences (JCT {b_name} - {a_name}, seconds)\n",
-           "Same placement and another mean iteration time (first start to finish): the two models differ on that job; same placement "
-           "and another first start: it waited behind other jobs; another placement: it saw another "
-           "cluster state. Every job: `parity_jobs.csv`.\n"]
+           "Same placement and another mean iteration time (first start to finish): the two models differ "
+           "on that job; same placement and another first start: it waited behind other jobs; another "
+           "placement: it saw another cluster state. Every job: `parity_jobs.csv`.\n"]
     for pol, g in jobs.groupby("policy", sort=False):
         top = g.reindex(g["diff_s"].abs().sort_values(ascending=False).index).head(LARGEST)
         out += [f"### {pol}\n", *_breakdown(g, a_name, b_name), md_table(top[cols], digits=6), ""]

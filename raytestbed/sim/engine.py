@@ -417,7 +417,7 @@ class Simulator(EventCore):
         def wake_at(t: float, idx: int) -> None:
             self.push(t, P_DONE, ("wstep", jid, ver, idx))
 
-        def iteration_at(t: float, j: int, compute_s: float, comm_s: float) -> None:
+        def iteration_at(t: float, compute_s: float, comm_s: float) -> None:
             self.push(t, P_DONE, ("witer", jid, ver, compute_s, comm_s))
 
         def coflow_event(kind: str, cf_id: tuple, nbytes: float) -> None:

@@ -51,6 +51,7 @@ from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
 from raytestbed.emu.executors.plan import InboundTime, PsSpec, WorkerSpec, plan_job, rotated, split_sizes
+from raytestbed.emu.monitor import RunMonitor
 
 
 def uses_workers(job: Job) -> bool:
@@ -122,7 +123,7 @@ class WorkerRun:
         start_flows: ``(transfers) -> flow keys``: start these transfers in the network now.
         set_shares: ``(flow keys, share)``: the flows are one connection's members, each gets ``share``.
         wake_at: ``(t, participant index)``: call :meth:`resume` at ``t`` (> now).
-        iteration_at: ``(t_end, iteration, compute_s, comm_s)``: iteration done at ``t_end`` (>= now).
+        iteration_at: ``(t_end, compute_s, comm_s)``: the next iteration done at ``t_end`` (>= now).
         coflow_event: ``(kind, coflow id, bytes)``: an all-reduce, push or pull coflow ``"started"`` /
             ``"finished"`` now.
         scale: each iteration of the schedule stands for this many of the job's (the simulator's
@@ -150,8 +151,7 @@ class WorkerRun:
         self._conns: dict[tuple, list[Transfer]] = {}
         self._arrived: dict[tuple, tuple[float, float]] = {}  #: key -> span, arrived before its receiver asked
         self._waiter: dict[tuple, _Worker] = {}  #: key -> the worker whose step waits for it
-        self._reports: dict[int, dict[int, tuple]] = {}  #: iteration -> worker -> (end s, compute s, comm s)
-        self._next_iter = 0
+        self._monitor = RunMonitor(job.job_id, len(self.workers), iterations, start_iteration, start_s)
         self._instant: list[Transfer] = []  #: transfers that arrive at the end of this round
 
     # ------------------------------------------------------------------ driving
@@ -384,11 +384,8 @@ class WorkerRun:
                                             for g in sp.worker_gpus])
 
     def _report(self, w: _Worker, j: int) -> None:
-        """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has."""
+        """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has
+        (the emulator's :class:`~raytestbed.emu.monitor.RunMonitor` rule)."""
         comp, comm = w.acc.pop(j)
-        self._reports.setdefault(j, {})[w.idx] = (w.t, comp, comm)
-        while len(self._reports.get(self._next_iter, ())) == len(self.workers):
-            recs = self._reports.pop(self._next_iter).values()
-            self._iteration_at(max(r[0] for r in recs), self._next_iter, max(r[1] for r in recs),
-                               max(r[2] for r in recs))
-            self._next_iter += 1
+        for t_end, recs in self._monitor.add((j, w.idx, w.t, comp, comm, None, 0, 0.0, comp)):
+            self._iteration_at(t_end, max(r[3] for r in recs), max(r[4] for r in recs))
