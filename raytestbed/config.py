@@ -139,6 +139,10 @@ class FastForwardConfig(_Strict):
     tolerance: NonNegativeFloat = Field(0.02, description="their largest relative difference")
     min_iterations: PositiveInt = Field(4, description="skip only when every run can skip at least this many")
     margin: NonNegativeInt = Field(2, description="iterations each run keeps to run for real before its end")
+    period_tolerance: NonNegativeFloat = Field(
+        1e-6, description="replay runs, and runs sharing links, are skipped only by whole periods of a "
+        "repeating pattern: how closely (relative) each run's iteration times must repeat and the runs' "
+        "periods fit one common period")
 
 
 class EmuConfig(_Strict):

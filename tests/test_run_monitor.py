@@ -1,4 +1,4 @@
-"""When a run counts as steady for fast-forward (raytestbed/emu/monitor.py: RunMonitor.steady)."""
+"""When a run counts as steady for fast-forward, and its period (raytestbed/emu/monitor.py: RunMonitor)."""
 
 import pytest
 
@@ -39,3 +39,19 @@ def test_real_compute_charges_still_off_the_profile_are_not_steady():
     it leaves within its window, so extrapolating 0.124 s would be wrong; at the profile it is steady."""
     assert _monitor([0.124] * 8, profiled=0.133).steady(4, 0.02, 0.0) is None
     assert _monitor([0.132] * 8, profiled=0.133).steady(4, 0.02, 0.0) == pytest.approx(0.132)
+
+
+def test_the_period_is_the_shortest_lag_at_which_iteration_times_repeat():
+    """Constant times repeat at lag 1, alternating ones at lag 2 (the time of both); times that
+    drift (two runs beating against each other on a link) do not repeat at any lag."""
+    assert _monitor([0.13] * 9).period(0.0, 1e-6, 8, 8) == (1, pytest.approx(0.13))
+    assert _monitor([0.08, 0.1] * 6).period(0.0, 1e-6, 8, 8) == (2, pytest.approx(0.18))
+    drift = [1.0 + 0.01 * k * (-1) ** k for k in range(20)]
+    assert _monitor(drift).period(0.0, 1e-6, 8, 8) is None
+    assert _monitor([0.13] * 9).period(0.0, 1e-6, 8, 8) is not None
+
+
+def test_the_period_needs_enough_iterations_after_the_last_change_and_never_counts_fill():
+    assert _monitor([0.13] * 8).period(0.0, 1e-6, 8, 8) is None  # 8 repeats need 9 iterations after fill
+    assert _monitor([0.13] * 12).period(0.5 + 0.13 * 3.5, 1e-6, 8, 8) is None
+    assert _monitor([0.13] * 12).period(0.5 + 0.13 * 2.5, 1e-6, 8, 8) == (1, pytest.approx(0.13))

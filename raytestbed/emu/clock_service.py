@@ -71,6 +71,10 @@ class FastForward:
         tolerance: their largest relative difference.
         min_iterations: skip only when every run can skip at least this many iterations.
         margin: iterations each run keeps to run for real before its end (plus its pipeline depth).
+        period_tolerance: replay runs, and runs that share links, are skipped only by whole periods
+            of a pattern that repeats: each run's iteration times repeat (lag of at most 2 x
+            ``window``) and the runs' periods fit whole multiples of one common period, both within
+            this relative tolerance (runs still drifting, alone or against each other, run for real).
     """
 
     enabled: bool = True
@@ -78,6 +82,7 @@ class FastForward:
     tolerance: float = 0.02
     min_iterations: int = 4
     margin: int = 2
+    period_tolerance: float = 1e-6
 
 
 @dataclass
@@ -108,6 +113,7 @@ class Window:
     paused: list
     pids: set
     alphas: dict
+    period: float  #: seconds after which every run of the group is in phase again (a cut ends on one)
 
 
 @dataclass
@@ -241,7 +247,7 @@ class ClockService:
             try:
                 refs = await self.launcher.launch(run, self.clock.now)
             except Exception as e:  # could not start (a model real mode cannot build, a lost host)
-                self._run_failed(run.run_id, f"start failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                self._run_failed(run.run_id, f"start failed: {_what(e)}")
                 continue
             asyncio.get_running_loop().create_task(self._watch(run.run_id, refs))
 
@@ -251,7 +257,7 @@ class ClockService:
         except BaseException as e:  # a worker raised (or its task was cancelled by a drop)
             run = self.runs.get(run_id)
             if run is not None and not run.ended:
-                self._run_failed(run_id, f"worker failed: {type(e).__name__}: {str(e).splitlines()[0][:200]}")
+                self._run_failed(run_id, f"worker failed: {_what(e)}")
                 self._poke()
 
     def drop_run(self, run_id, failure: str | None = None) -> int:
@@ -547,26 +553,52 @@ class ClockService:
                 and r not in self._launching]
         opened = False
         for group in _groups(live):
-            alphas = {}
-            for run in group:
-                a = run.monitor.steady(ff.window, ff.tolerance, run.changed_s)
-                if a is None:
-                    break
-                alphas[run.run_id] = a
-            else:
-                dt = math.inf
-                for run in group:
-                    keep = ff.margin + run.plan.workers[0].num_stages + 1
-                    dt = min(dt, (run.monitor.iterations - run.monitor.done - keep) * alphas[run.run_id])
-                if len(group) == 1:  # a whole number of iterations: the run resumes in phase
-                    a = alphas[group[0].run_id]
-                    dt = math.floor(dt / a + 1e-9) * a
-                if math.isfinite(dt) and dt >= ff.min_iterations * max(alphas.values()):
-                    self._open_window(group, dt, alphas)
-                    opened = True
+            found = self._period(group)
+            if found is None:
+                continue
+            period, alphas = found
+            dt = min((run.monitor.iterations - run.monitor.done - ff.margin - run.plan.workers[0].num_stages - 1)
+                     * alphas[run.run_id] for run in group)
+            dt = math.floor(dt / period + 1e-9) * period  # whole periods: the runs resume in phase
+            if dt >= ff.min_iterations * max(alphas.values()):
+                self._open_window(group, dt, alphas, period)
+                opened = True
         return opened
 
-    def _open_window(self, group: list[Run], dt: float, alphas: dict) -> None:
+    def _period(self, group: list[Run]) -> tuple[float, dict] | None:
+        """A steady group's period ``P`` (after ``P`` seconds every run is in phase again) and each run's
+        mean iteration time over it; None if the group is not steady.
+
+        A run alone with real compute (whose charges vary from pass to pass): steady within
+        ``tolerance`` (:meth:`RunMonitor.steady`), its period one iteration of its mean time. Otherwise
+        the shortest ``P`` in which each run's iteration pattern repeats a whole number of times
+        (:meth:`RunMonitor.period`, within ``period_tolerance``): runs still drifting, alone or
+        against each other, are not steady."""
+        ff = self.ff
+        if len(group) == 1 and group[0].plan.mode != "replay":
+            run = group[0]
+            a = run.monitor.steady(ff.window, ff.tolerance, run.changed_s)
+            return None if a is None else (a, {run.run_id: a})
+        periods = {}
+        for run in group:
+            p = run.monitor.period(run.changed_s, ff.period_tolerance, 2 * ff.window, 2 * ff.window)
+            if p is None:
+                return None
+            periods[run.run_id] = p
+        longest = max(s for _, s in periods.values())
+        for m in range(1, 2 * ff.window + 1):
+            P = m * longest
+            alphas = {}
+            for rid, (n, s) in periods.items():
+                k = round(P / s)
+                if abs(k * s - P) > ff.period_tolerance * P:
+                    break
+                alphas[rid] = P / (k * n)
+            else:
+                return P, alphas
+        return None
+
+    def _open_window(self, group: list[Run], dt: float, alphas: dict, period: float) -> None:
         """Skip ``dt`` seconds of ``group``: its transfers pause, its steps and items move by ``dt``, each
         run is credited ``dt / alpha`` iterations (its workers learn it at their next wake)."""
         now = self.clock.now
@@ -581,7 +613,7 @@ class ClockService:
             for pid in run.pids:
                 self.clock.set_skip(pid, n)
             self._window_of[run.run_id] = wid
-        self._windows[wid] = Window(group, now, dt, paused, pids, alphas)
+        self._windows[wid] = Window(group, now, dt, paused, pids, alphas, period)
         self.clock.schedule(now + dt, P_DONE, ("ffend", wid))
 
     def _end_window(self, wid: int) -> None:
@@ -596,17 +628,16 @@ class ClockService:
 
     def _cut(self, run: Run, stop: bool = False) -> None:
         """``run`` is in a fast-forward window and something changes on its links now: end the window
-        early. A lone run's window ends at its next whole iteration (at or after now), so it resumes
-        in phase; a group's ends now. ``stop``: the run itself stops now (its window closes now)."""
+        early, at its next whole period (at or after now), so its runs resume in phase. ``stop``: the
+        run itself stops now (its window closes now)."""
         wid = self._window_of.get(run.run_id)
         if wid is None:
             return
         w = self._windows[wid]
         now = self.clock.now
         end = now
-        if len(w.runs) == 1 and not stop:
-            a = w.alphas[run.run_id]
-            end = min(w.t0 + w.dt, w.t0 + math.ceil((now - w.t0) / a - 1e-9) * a)
+        if not stop:
+            end = min(w.t0 + w.dt, w.t0 + math.ceil((now - w.t0) / w.period - 1e-9) * w.period)
         if end >= w.t0 + w.dt:
             return  # it ends by itself then
         self.windows_cut += 1
@@ -628,6 +659,12 @@ class ClockService:
         if wid is None:
             return run.monitor.done
         return run.monitor.ff_done_at(self.clock.now - self._windows[wid].t0)
+
+
+def _what(e: BaseException) -> str:
+    """An exception's type and the first line of its message (200 characters at most; it may have none)."""
+    first = (str(e).splitlines() or [""])[0][:200]
+    return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
 def _owned(item: tuple, pids: set, run_ids: set) -> bool:

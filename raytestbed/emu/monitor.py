@@ -128,6 +128,25 @@ class RunMonitor:
             return None
         return mean
 
+    def period(self, since_s: float, tolerance: float, min_rows: int, max_lag: int) -> tuple[int, float] | None:
+        """The run's iteration times repeat: the smallest lag ``n`` (1..``max_lag`` iterations) with
+        ``|t_k - t_(k-n)| <= tolerance x t_k`` for each of the last ``max(n, min_rows)`` iterations,
+        all of them and the ``n`` before begun after ``since_s`` (emulated s; the run's first
+        iteration, which includes fill, never counts). Returns ``(n, seconds those n iterations took)``
+        or None."""
+        rows = self.rows
+        for n in range(1, max_lag + 1):
+            h = max(n, min_rows)
+            if len(rows) < h + n + 1:
+                return None
+            first = rows[-(h + n)]
+            if first.end_s - first.iter_s < since_s - 1e-12:
+                return None
+            if all(abs(rows[k].iter_s - rows[k - n].iter_s) <= tolerance * rows[k].iter_s
+                   for k in range(len(rows) - h, len(rows))):
+                return n, rows[-1].end_s - rows[-1 - n].end_s
+        return None
+
     def ff_begin(self, dt: float, alpha: float) -> int:
         """Start a fast-forward window of ``dt`` seconds at ``alpha`` s per iteration (revisable until it
         ends: :meth:`ff_revise`); returns the whole iterations skipped."""
