@@ -1,4 +1,4 @@
-"""Tests for Parrot's single-coflow optimum O3 (raytestbed.network.o3)."""
+"""Tests for Parrot's single-coflow optimum O3 (raytestbed.core.o3)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from raytestbed.network.o3 import o3_cct, o3_rates
+from raytestbed.core.o3 import o3_cct, o3_rates
 
 
 def test_hand_example() -> None:

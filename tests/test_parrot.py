@@ -12,7 +12,7 @@ from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfil
 from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
 from raytestbed.core.placement import Placement
 from raytestbed.network.coflow_rates import LinkIndex, SATURATED_RTOL, link_loads
-from raytestbed.network.o3 import o3_cct
+from raytestbed.core.o3 import o3_cct
 from raytestbed.schedulers.aalo import PriorityCoflowPolicy
 from raytestbed.schedulers.base import available_policies, make_policy
 from raytestbed.schedulers.fifo import FifoPolicy

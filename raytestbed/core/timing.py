@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Counts, Placement
+from raytestbed.core.o3 import o3_cct
 
 # ---------------------------------------------------------------------------
 # A-SRPT, eqs. (4)-(7)
@@ -312,8 +313,6 @@ def ps_iteration_time(job: Job, placement: Placement, cluster: Cluster) -> float
 
     This is the per-iteration lower bound of Parrot's Theorem 3 for one job.
     """
-    from raytestbed.network.o3 import o3_cct  # local import keeps core light
-
     push, pull = ps_coflows(job, placement, cluster)
     egress = {s.server_id: s.nic_egress_bps for s in cluster.servers}
     ingress = {s.server_id: s.nic_ingress_bps for s in cluster.servers}

@@ -44,7 +44,7 @@ from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
 from raytestbed.core.timing import IterationModel, AsrptModel
 from raytestbed.errors import PolicyError
-from raytestbed.network.o3 import o3_cct_arrays
+from raytestbed.core.o3 import o3_cct_arrays
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
 from raytestbed.sim.flownet import FlowNet
 from raytestbed.sim.pipeline_workers import WorkerRun, uses_workers
