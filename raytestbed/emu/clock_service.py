@@ -160,6 +160,7 @@ class ClockService:
         self._windows: dict[int, Window] = {}  # fast-forward windows in progress
         self._window_of: dict[tuple, int] = {}  # run id -> its window
         self._window_ids = 0
+        self._ff_looked: tuple | None = None  #: the runs as fast-forward last found none steady
         self.windows_cut = 0  #: fast-forward windows cut short by a change on their links
         self._coflow_events: list[tuple] = []
         self._activity: asyncio.Event | None = None
@@ -551,6 +552,10 @@ class ClockService:
             return False
         live = [r for r in self.runs.values() if not r.ended and r.run_id not in self._window_of
                 and r not in self._launching]
+        # the answer changes only when an iteration ends, a run joins or leaves, or its links change
+        looked = tuple((r.run_id, len(r.monitor.rows), r.monitor.done, r.changed_s) for r in live)
+        if looked == self._ff_looked:
+            return False
         opened = False
         for group in _groups(live):
             found = self._period(group)
@@ -563,6 +568,7 @@ class ClockService:
             if dt >= ff.min_iterations * max(alphas.values()):
                 self._open_window(group, dt, alphas, period)
                 opened = True
+        self._ff_looked = None if opened else looked
         return opened
 
     def _period(self, group: list[Run]) -> tuple[float, dict] | None:
