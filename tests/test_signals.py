@@ -25,7 +25,9 @@ from raytestbed.results.journal import read_journal
 JOBS = 40
 
 CHILD = """
-import sys, time
+import signal, sys, time
+# Ctrl-C as in a terminal, also when the tests run as a background job (which starts with SIGINT ignored)
+signal.signal(signal.SIGINT, signal.default_int_handler)
 import raytestbed.trial as trial
 _orig = trial._FinishedJournal.__call__
 _done = [0]
