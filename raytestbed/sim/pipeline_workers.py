@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.emu.executors.plan import InboundTime, PsSpec, WorkerSpec, plan_job, rotated, split_sizes
+from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, one_f_one_b, plan_job, ring_chunks,
+                                          rotated, split_sizes)
 from raytestbed.emu.monitor import RunMonitor
 
 
@@ -313,22 +314,15 @@ class WorkerRun:
     def _program(self, w: _Worker):
         """Worker ``w``'s 1F1B schedule (the emulator's ``StageWorker.run``)."""
         sp = w.spec
-        window = sp.in_flight
-        j = nf = 0
-        limit = sp.iterations
-        while True:
-            if nf < limit and nf < j + window:
-                yield from self._forward(w, nf)
-                nf += 1
-            elif j < min(nf, limit):
-                w.stepped = False
-                yield from self._backward(w, j)
-                if not w.stepped:
-                    yield from self._step(w)
-                self._report(w, j)
-                j += 1
-            else:
-                return
+        for kind, i in one_f_one_b(sp.in_flight, lambda: sp.iterations):
+            if kind == "fwd":
+                yield from self._forward(w, i)
+                continue
+            w.stepped = False
+            yield from self._backward(w, i)
+            if not w.stepped:
+                yield from self._step(w)
+            self._report(w, i)
 
     def _forward(self, w: _Worker, i: int):
         sp = w.spec
@@ -367,7 +361,7 @@ class WorkerRun:
             sizes = split_sizes(int(sp.profile.param_bytes), k)
             nxt, prv = sp.ring[(pos + 1) % k], (pos - 1) % k
             for s in range(2 * (k - 1)):
-                send_i = (pos - s) % k if s < k - 1 else (pos + 1 - (s - (k - 1))) % k
+                send_i = ring_chunks(pos, k, s)[0]
                 cf = (sp.job_id, self.start_iteration + j, f"ar{sp.stage}")
                 out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf)
                 yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])

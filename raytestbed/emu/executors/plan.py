@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import bisect
 import math
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from raytestbed.core.cluster import Cluster
@@ -295,6 +296,33 @@ def rotated(n: int, start: int) -> list[int]:
     """0..n-1 starting at ``start mod n``: replica r of a stage sends to neighbour r first, so the
     replicas' simultaneous slices go to different receivers (no receiver gets two at once)."""
     return [(start + t) % n for t in range(n)]
+
+
+def one_f_one_b(in_flight: int, limit: Callable[[], int]) -> Iterator[tuple[str, int]]:
+    """PipeDream's 1F1B order for one stage replica: ``("fwd", i)`` while fewer than ``in_flight``
+    mini-batches are in flight and more remain, else ``("bwd", j)`` for the oldest one in flight.
+    ``limit()``: how many mini-batches the replica runs, asked before each pass (fast-forward may
+    lower it while the schedule runs)."""
+    nf = j = 0
+    while True:
+        if nf < limit() and nf < j + in_flight:
+            yield "fwd", nf
+            nf += 1
+        elif j < min(nf, limit()):
+            yield "bwd", j
+            j += 1
+        else:
+            return
+
+
+def ring_chunks(pos: int, k: int, step: int) -> tuple[int, int]:
+    """Ring all-reduce over ``k`` replicas, step ``step`` of 2(k-1) at ring position ``pos``: the
+    chunk sent to the successor and the chunk received from the predecessor (reduce-scatter for the
+    first k-1 steps, then all-gather)."""
+    if step < k - 1:
+        return (pos - step) % k, (pos - step - 1) % k
+    t = step - (k - 1)
+    return (pos + 1 - t) % k, (pos - t) % k
 
 
 class InboundTime:

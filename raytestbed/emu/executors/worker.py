@@ -46,7 +46,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from raytestbed.emu.executors.plan import InboundTime, PsSpec, WorkerSpec, rotated, split_sizes
+from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, one_f_one_b, ring_chunks, rotated,
+                                          split_sizes)
 from raytestbed.emu.vclock import Send, Wake
 
 
@@ -145,7 +146,6 @@ class StageWorker(_Participant):
         self.peers: dict[int, object] = {}  # gpu -> worker handle
         self.ps: list = []
         self.limit = spec.iterations
-        self.next_f = 0
         self.stage = None
         self.acc: dict[int, dict] = defaultdict(lambda: {"comp": 0.0, "comm": 0.0, "cpu": 0.0, "prof": 0.0})
         self.meta: dict[int, dict] = {}
@@ -204,23 +204,17 @@ class StageWorker(_Participant):
     # ------------------------------------------------------------- the loop
     async def run(self) -> int:
         """Run the 1F1B schedule until ``limit`` mini-batches are done; returns how many ran here."""
-        W = self.spec.in_flight
         j = 0
         try:
-            while True:
-                if self.next_f < self.limit and self.next_f < j + W:
-                    i = self.next_f
-                    self.next_f += 1
+            for kind, i in one_f_one_b(self.spec.in_flight, lambda: self.limit):
+                if kind == "fwd":
                     await self._forward(i)
                     continue
-                if j < min(self.next_f, self.limit):
-                    self.stepped = False
-                    await self._backward(j)
-                    if not self.stepped:  # nothing blocked this iteration: charge its time now
-                        await self._step()
-                    j += 1
-                    continue
-                break
+                self.stepped = False
+                await self._backward(i)
+                if not self.stepped:  # nothing blocked this iteration: charge its time now
+                    await self._step()
+                j += 1
             await self._leave()
         except RunDropped:
             pass
@@ -337,11 +331,7 @@ class StageWorker(_Participant):
             chunks = [self._buffer(n) for n in sizes]
         coflow = f"job{sp.job_id}:it{sp.start_iteration + j}:ar{sp.stage}"
         for step in range(2 * (k - 1)):
-            if step < k - 1:
-                send_i, recv_i = (pos - step) % k, (pos - step - 1) % k
-            else:
-                t = step - (k - 1)
-                send_i, recv_i = (pos + 1 - t) % k, (pos - t) % k
+            send_i, recv_i = ring_chunks(pos, k, step)
             out_key = self._key(nxt, "ar", (j, step), pos)
             in_key = self._key(sp.gpu, "ar", (j, step), prv_pos)
             remote_call(self.peers[nxt], "deliver", out_key, chunks[send_i], None)
