@@ -118,6 +118,8 @@ def _cmd_run(args) -> int:
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
     print(_table([row], [c for c in SHOWN if c in row]))
+    if summary.get("note"):
+        print(f"{row['policy']}: {summary['note']}")
     print(f"results: {out}  (report: {out / 'report.md'})")
     return 0
 
@@ -135,6 +137,10 @@ def _cmd_compare(args) -> int:
     df = compare(loaded, out, pols, seed=seed, force=args.force, show_progress=not args.quiet, backend=backend,
                  inject=inject, resume=bool(args.resume))
     print(_table(df.to_dict("records"), [c for c in SHOWN if c in df.columns]))
+    if "note" in df.columns:  # a resumed policy: whether its re-run reproduced the journal
+        for policy, note in zip(df["policy"], df["note"]):
+            if isinstance(note, str) and note:
+                print(f"{policy}: {note}")
     print(f"results: {out}  (comparison.csv; report: {out / 'report.md'})")
     return 0
 

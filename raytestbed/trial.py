@@ -13,6 +13,7 @@ import json
 import math
 import re
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -134,11 +135,19 @@ def _as_spec(backend: str | BackendSpec | None, loaded: LoadedTrial) -> BackendS
 
 
 class _FinishedJournal:
-    """Journal each job as it finishes (called from the backend's event callback)."""
+    """Journal each job as it finishes (called from the backend's event callback).
 
-    def __init__(self, writer: JournalWriter, backend) -> None:
+    On a resumed run (``previous``), a journaled job that finishes again is not journaled twice:
+    its re-run is checked against the journal, and every difference is reported at once (stderr)
+    and kept in :attr:`differing` (job id -> differences).
+    """
+
+    def __init__(self, writer: JournalWriter, backend, previous: JournalState | None = None) -> None:
         self.writer = writer
         self.backend = backend
+        self.previous = previous
+        self.differing: dict[int, list[str]] = {}
+        self.replayed: set[int] = set()
         self._seen = 0
         self._intervals: dict[int, list] = {}
 
@@ -149,7 +158,32 @@ class _FinishedJournal:
         self._seen = len(busy)
         rec = self.backend.records[jid]
         extra = self.backend.job_extra(jid) if hasattr(self.backend, "job_extra") else None
-        self.writer.finished(job_rows([rec])[0], self._intervals.pop(jid, []), extra)
+        row, intervals = job_rows([rec])[0], self._intervals.pop(jid, [])
+        if self.previous is not None and jid in self.previous.rows:
+            self.replayed.add(jid)
+            diff = self.previous.differences(jid, row, intervals, extra)
+            if diff:
+                self.differing[jid] = diff
+                tqdm.write(f"raytestbed: warning: resume: job {jid}'s re-run differs from its journaled record "
+                           f"({'; '.join(diff[:3])}{'; ...' if len(diff) > 3 else ''}); the journaled record is "
+                           f"kept and the run is marked 'resumed, not comparable'", file=sys.stderr)
+            return
+        self.writer.finished(row, intervals, extra)
+
+    def resume_note(self, jobs: int) -> tuple[dict[str, Any], str]:
+        """The ``resumed`` section of ``summary.json`` and the run's ``note`` (both about the journal check)."""
+        prev = self.previous
+        assert prev is not None
+        missing = sorted(set(prev.rows) - self.replayed)  # journaled as finished, not finished in the re-run
+        for jid in missing:
+            self.differing[jid] = ["finished in the journal, not in the re-run"]
+        section = {"journaled_jobs": len(prev.rows), "remaining_jobs": jobs - len(prev.rows),
+                   "differing_jobs": sorted(self.differing), "comparable": not self.differing}
+        if not self.differing:
+            return section, f"resumed: {len(prev.rows)} journaled jobs re-run identically"
+        jid = min(self.differing)
+        return section, (f"resumed, not comparable: {len(self.differing)} of {len(prev.rows)} journaled jobs "
+                         f"differ from their re-run (job {jid}: {self.differing[jid][0]})")
 
 
 def run_into(
@@ -210,16 +244,17 @@ def run_into(
 
     header = {"trial": trial.name, "policy": str(pair), "backend": spec.label, "seed": seed, "jobs": len(jobs),
               "jobs_fingerprint": jobs_fingerprint(jobs), "faults": list(trial.faults)}
+    # a resumed run runs the whole trial again from t = 0 (docs/trials.md, "Resume"): the journaled
+    # jobs load the cluster as they did, and each one's re-run is checked against its journaled record
     to_run = jobs
     if previous is not None:
         previous.check(header, str(folder))
-        to_run = [j for j in jobs if j.job_id not in previous.rows]
     journal = JournalWriter(folder / JOURNAL, header, previous)
 
-    events = open(folder / "events.jsonl", "a" if previous is not None else "w", encoding="utf-8")
-    decisions = open(folder / "decisions.jsonl", "a" if previous is not None else "w", encoding="utf-8")
-    done0 = len(jobs) - len(to_run)
-    bar = tqdm(total=len(jobs), initial=done0, desc=f"{pair} ({spec.label})", unit="job",
+    events = open(folder / "events.jsonl", "w", encoding="utf-8")
+    decisions = open(folder / "decisions.jsonl", "w", encoding="utf-8")
+    resuming = f", re-running {len(previous.rows)} journaled jobs first" if previous is not None else ""
+    bar = tqdm(total=len(jobs), desc=f"{pair} ({spec.label}{resuming})", unit="job",
                disable=None if show_progress else True, leave=False, mininterval=0.5)
     holder: dict[str, Any] = {}
     coflows = CoflowClock()
@@ -250,7 +285,7 @@ def run_into(
                                iterations_per_coflow=trial.timing.iterations_per_coflow,
                                schedule=trial.timing.schedule, faults=faults,
                                until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
-            holder["journal"] = _FinishedJournal(journal, engine)
+            holder["journal"] = _FinishedJournal(journal, engine, previous)
             res = engine.run()
         else:
             from raytestbed.emu.backend import run_emulated
@@ -260,7 +295,7 @@ def run_into(
             res, engine, emu_info = run_emulated(
                 cluster, to_run, policy, netpol, trial.emu, faults=faults, on_event=on_event,
                 on_decisions=on_decisions, progress=progress,
-                on_engine=lambda eng: holder.__setitem__("journal", _FinishedJournal(journal, eng)))
+                on_engine=lambda eng: holder.__setitem__("journal", _FinishedJournal(journal, eng, previous)))
     finally:
         bar.close()
         events.close()
@@ -273,10 +308,10 @@ def run_into(
         write_csv(folder / "iterations.csv", engine.iteration_rows(),
                   ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"])
     intervals = list(res.busy_gpu_intervals)
-    if previous is not None:
-        old = [{**row, **previous.extra.get(jid, {})} for jid, row in previous.rows.items()]
-        rows = sorted([*rows, *old], key=lambda r: int(r["job_id"]))
-        intervals = sorted([*previous.intervals, *intervals], key=lambda iv: (iv[1], iv[0]))
+    if previous is not None:  # journaled jobs keep their journaled records verbatim
+        kept = {jid: {**row, **previous.extra.get(jid, {})} for jid, row in previous.rows.items()}
+        rows = [kept.get(int(r["job_id"]), r) for r in rows]
+        intervals = _journaled_intervals(intervals, previous)
     write_csv(folder / "jobs.csv", rows, columns)
     pd.DataFrame(intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
         folder / "gpu_intervals.csv", index=False)
@@ -299,7 +334,7 @@ def run_into(
     meta.update(coflows.summary())  # coflows of a resumed run's earlier part are not in it
     meta.update(utility_summary(jobs, getattr(res, "iterations_done", None), finished))
     if previous is not None:
-        meta["resumed"] = {"journaled_jobs": len(previous.rows), "rerun_jobs": len(to_run)}
+        meta["resumed"], meta["note"] = holder["journal"].resume_note(len(jobs))
     summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
     write_json(folder / "summary.json", summary)
     resolved = loaded.resolved()
@@ -309,6 +344,21 @@ def run_into(
     if report:
         run_report(folder, cluster.total_gpus)
     return summary
+
+
+def _journaled_intervals(intervals: list, previous: JournalState) -> list:
+    """The re-run's GPU-holding intervals in their order, each journaled job's replaced by its journaled ones."""
+    out, done = [], set()
+    journaled = {}
+    for j, s, e, g in previous.intervals:
+        journaled.setdefault(j, []).append((j, s, e, g))
+    for iv in intervals:
+        if iv[0] not in journaled:
+            out.append(iv)
+        elif iv[0] not in done:
+            out += journaled[iv[0]]
+            done.add(iv[0])
+    return out + [iv for j in sorted(set(journaled) - done) for iv in journaled[j]]
 
 
 def _add_measured(rows: list[dict[str, Any]], engine) -> list[str]:
@@ -383,7 +433,7 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
             summary = run_into(sub, loaded, pair, seed, backend, show_progress, report=False, previous=prev)
         rows.append(summary)
     names = [str(p) for p in pairs]
-    cols = [k for k in SUMMARY_KEYS if k in rows[0]]
+    cols = [k for k in SUMMARY_KEYS if any(k in r for r in rows)]
     df = pd.DataFrame(rows)[cols]
     df["policy"] = names
     df.to_csv(path / "comparison.csv", index=False)

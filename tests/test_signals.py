@@ -71,11 +71,11 @@ def _finished_lines(tmp_path: Path) -> int:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> pd.DataFrame:
-    """jobs.csv of the uninterrupted run."""
+def reference(tmp_path_factory) -> Path:
+    """The uninterrupted run's results folder."""
     d = tmp_path_factory.mktemp("ref")
     assert main(["run", str(_trial(d)), "--out", str(d / "full"), "--quiet"]) == 0
-    return pd.read_csv(d / "full" / "jobs.csv")
+    return d / "full"
 
 
 @pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
@@ -107,15 +107,14 @@ def test_signal_leaves_a_folder_that_resume_completes(tmp_path, reference, sig, 
     assert main(["run", "--resume", str(out), "--quiet"]) == 0
     jobs = pd.read_csv(out / "jobs.csv")
     assert not (out / "RESUMABLE.json").exists()
-    assert len(jobs) == JOBS and jobs["job_id"].is_unique
-    finished = sorted(jobs.loc[jobs["status"] == "finished", "job_id"])
-    assert finished == sorted(reference.loc[reference["status"] == "finished", "job_id"]) == list(range(JOBS))
-    # the jobs finished before the signal keep the uninterrupted run's records
-    ref = reference.set_index("job_id")
-    for jid, row in journaled.rows.items():
+    assert len(jobs) == JOBS and jobs["job_id"].is_unique and (jobs["status"] == "finished").all()
+    # the resumed run is the uninterrupted run, job for job
+    assert (out / "jobs.csv").read_bytes() == (reference / "jobs.csv").read_bytes()
+    ref = pd.read_csv(reference / "jobs.csv").set_index("job_id")
+    for jid, row in journaled.rows.items():  # the jobs finished before the signal, from the journal
         assert row["finish_s"] == ref.loc[jid, "finish_s"] and row["placement"] == ref.loc[jid, "placement"]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["resumed"]["journaled_jobs"] == len(journaled.rows)
+    assert summary["resumed"]["journaled_jobs"] == len(journaled.rows) and summary["resumed"]["comparable"]
 
 
 def test_signal_before_any_job_finished_leaves_nothing(tmp_path):

@@ -104,8 +104,12 @@ def _interrupt_after(monkeypatch, n_finished: int) -> None:
     monkeypatch.setattr(engine.Simulator, "finish", finish)
 
 
-def test_interrupted_run_resumes_to_same_finished_jobs(tmp_path, monkeypatch, capsys):
-    t = _trial(tmp_path, jobs=14)
+@pytest.mark.parametrize("mode", ["analytic", "flow"])
+def test_interrupted_run_resumes_to_the_uninterrupted_run(tmp_path, monkeypatch, capsys, mode):
+    """Interrupted after 5 of 14 jobs, resumed: jobs.csv and gpu_intervals.csv are byte for byte the
+    uninterrupted run's (the journaled jobs load the cluster again; with pipelines in flow timing they
+    share links with the others)."""
+    t = _trial(tmp_path, jobs=14, comm="pipeline" if mode == "flow" else "rar", mode=mode)
     out = tmp_path / "r"
     with monkeypatch.context() as m:
         _interrupt_after(m, 5)
@@ -121,17 +125,47 @@ def test_interrupted_run_resumes_to_same_finished_jobs(tmp_path, monkeypatch, ca
     full = tmp_path / "full"
     assert main(["run", str(t), "--out", str(full), "--quiet"]) == 0
     ref = pd.read_csv(full / "jobs.csv")
-    assert sorted(jobs.loc[jobs["status"] == "finished", "job_id"]) == sorted(
-        ref.loc[ref["status"] == "finished", "job_id"])
     assert len(jobs) == len(ref) == 14 and jobs["job_id"].is_unique
+    for name in ("jobs.csv", "gpu_intervals.csv", "events.jsonl"):
+        assert (out / name).read_bytes() == (full / name).read_bytes(), name
     # journaled jobs keep their records verbatim
     for jid, row in journaled.rows.items():
         got = jobs.loc[jobs["job_id"] == jid].iloc[0]
         assert got["finish_s"] == row["finish_s"] and got["placement"] == row["placement"]
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["resumed"] == {"journaled_jobs": 5, "rerun_jobs": 9}
+    assert summary["resumed"] == {"journaled_jobs": 5, "remaining_jobs": 9, "differing_jobs": [],
+                                  "comparable": True}
+    assert summary["note"] == "resumed: 5 journaled jobs re-run identically"
+    assert summary["total_jct_s"] == json.loads((full / "summary.json").read_text())["total_jct_s"]
     assert not (out / "RESUMABLE.json").exists()
     assert main(["run", "--resume", str(out)]) == 2  # complete: nothing to resume
+
+
+def test_a_journal_the_rerun_contradicts_marks_the_run_not_comparable(tmp_path, monkeypatch, capsys):
+    """A journaled record that the deterministic re-run does not reproduce (here: edited by hand) is
+    kept verbatim, reported at once, and the run says "resumed, not comparable" in its summary,
+    report and printed table."""
+    t = _trial(tmp_path, jobs=8)
+    out = tmp_path / "r"
+    with monkeypatch.context() as m:
+        _interrupt_after(m, 3)
+        assert main(["run", str(t), "--out", str(out), "--quiet"]) == 130
+    lines = (out / "journal.jsonl").read_text().splitlines()
+    rec = json.loads(lines[1])
+    jid, true_finish = rec["row"]["job_id"], rec["row"]["finish_s"]
+    rec["row"]["finish_s"] = true_finish + 1.5
+    (out / "journal.jsonl").write_text("\n".join([lines[0], json.dumps(rec), *lines[2:]]) + "\n")
+    capsys.readouterr()
+    assert main(["run", "--resume", str(out), "--quiet"]) == 0
+    cap = capsys.readouterr()
+    assert f"job {jid}'s re-run differs from its journaled record (finish_s: journal {true_finish + 1.5!r}" in cap.err
+    assert "resumed, not comparable" in cap.out
+    jobs = pd.read_csv(out / "jobs.csv").set_index("job_id")
+    assert jobs.loc[jid, "finish_s"] == true_finish + 1.5  # verbatim
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["resumed"]["differing_jobs"] == [jid] and summary["resumed"]["comparable"] is False
+    assert summary["note"].startswith("resumed, not comparable: 1 of 3 journaled jobs differ")
+    assert "resumed, not comparable" in (out / "report.md").read_text()
 
 
 def test_interrupted_compare_resumes(tmp_path, monkeypatch):
@@ -147,6 +181,11 @@ def test_interrupted_compare_resumes(tmp_path, monkeypatch):
     df = pd.read_csv(out / "comparison.csv")
     assert df["policy"].tolist() == ["fifo", "fifo+fair"] and (df["finished"] == 10).all()
     assert (out / "fifo" / "jobs.csv").read_bytes() == fifo_jobs
+    assert df["note"].isna().tolist() == [True, False] and df["note"][1].startswith("resumed: 3 journaled")
+    full = tmp_path / "full"
+    assert main(["run", str(t), "--policy", "fifo+fair", "--out", str(full), "--quiet"]) == 0
+    assert (out / "fifo+fair" / "jobs.csv").read_bytes() == (full / "jobs.csv").read_bytes()
+    assert "resumed: 3 journaled jobs" in (out / "report.md").read_text()
     assert not list(tmp_path.glob("c.*"))
 
 

@@ -10,12 +10,13 @@ Resume semantics (what ``--resume`` guarantees, see docs/trials.md "Resume"):
 
 1. the same trial is rebuilt with the same seed; the job list must have the same
    fingerprint as the journal's header (else a one-line error);
-2. every job in the journal keeps its journaled row *verbatim* (finish time, JCT,
-   placement, measured iteration times, GPU-holding intervals) and is not run again;
-3. the jobs not in the journal are run again from their own arrival times with the
-   same policy (their progress at the interruption is not kept); the journaled jobs
-   are not replayed as load, so the remaining jobs' timings are what the policy
-   achieves on the remaining workload;
+2. the whole trial runs again from t = 0 (every job, the same policy objects built
+   afresh), so the journaled jobs hold their GPUs and links as they did and the
+   remaining jobs see the same cluster and the same policy state;
+3. each journaled job's record is checked against its re-run's when it finishes
+   again (:meth:`JournalState.differences`); the journaled record is kept verbatim
+   in ``jobs.csv``; a difference is reported at once and marks the run
+   "resumed, not comparable" (summary, report, comparison table);
 4. every job of the trial appears exactly once in the final ``jobs.csv``.
 """
 
@@ -51,6 +52,16 @@ def _restore(v: Any) -> Any:
     return math.nan if v is None else v
 
 
+def _same(a: Any, b: Any) -> bool:
+    """Equal as journaled values: NaN equals NaN (and None, JSON's NaN); lists equal tuples."""
+    a, b = _restore(a), _restore(b)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, (list, tuple)) and isinstance(b, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    return a == b
+
+
 @dataclass
 class JournalState:
     """What a journal holds: header and finished jobs (rows of ``jobs.csv`` plus extras)."""
@@ -59,6 +70,28 @@ class JournalState:
     rows: dict[int, dict[str, Any]] = field(default_factory=dict)  #: job id -> jobs.csv row
     intervals: list[tuple[int, float, float, int]] = field(default_factory=list)  #: GPU holding intervals
     extra: dict[int, dict[str, Any]] = field(default_factory=dict)  #: job id -> backend extras
+
+    def differences(self, jid: int, row: dict[str, Any], intervals: Sequence[tuple[float, float, int]],
+                    extra: dict[str, Any] | None = None) -> list[str]:
+        """How a re-run of journaled job ``jid`` differs from its journaled record (empty: identical).
+
+        Compares every ``jobs.csv`` field, the backend extras and the GPU-holding intervals
+        (start_s, end_s, gpus), exactly (floats by value; NaN equals NaN). Each difference reads
+        ``field: journal X, re-run Y``.
+        """
+        out = []
+        old = self.rows[jid]
+        for key in sorted(set(old) | set(row)):
+            if not _same(old.get(key), row.get(key)):
+                out.append(f"{key}: journal {old.get(key)!r}, re-run {row.get(key)!r}")
+        old_extra, new_extra = self.extra.get(jid, {}), extra or {}
+        for key in sorted(set(old_extra) | set(new_extra)):
+            if not _same(old_extra.get(key), new_extra.get(key)):
+                out.append(f"{key}: journal {old_extra.get(key)!r}, re-run {new_extra.get(key)!r}")
+        old_iv = [(s, e, g) for j, s, e, g in self.intervals if j == jid]
+        if not _same(old_iv, [tuple(iv) for iv in intervals]):
+            out.append(f"GPU intervals: journal {old_iv}, re-run {[tuple(iv) for iv in intervals]}")
+        return out
 
     def check(self, header: dict[str, Any], where: str) -> None:
         """Raise unless ``header`` describes the same trial (policy, backend, seed, jobs)."""

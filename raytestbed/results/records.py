@@ -54,6 +54,7 @@ SUMMARY_KEYS = [
     "total_jct_s", "avg_jct_s", "median_jct_s", "makespan_s", "gpu_utilisation",
     "total_utility", "coflows", "avg_cct_s", "p95_cct_s", "total_lower_bound_s", "ratio_to_lb",
     "decision_time_p50_s", "decision_time_p99_s", "decision_calls", "events", "wall_s", "seed",
+    "note",  # a resumed run only: "resumed: ..." or "resumed, not comparable: ..." (docs/trials.md, "Resume")
 ]
 
 

@@ -139,8 +139,9 @@ def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int 
     loss_section = _loss_plot(folder)
     table = pd.DataFrame([{k: summary.get(k) for k in SUMMARY_ROWS if k in summary}])
     bins = _varys_bins(jobs)
+    note = f"\n**{summary['note']}** (docs/trials.md, \"Resume\").\n" if summary.get("note") else ""
     text = f"""# Report: {summary.get('trial', '')} — {name}
-
+{note}
 {md_table(table)}
 
 Files: `jobs.csv` (per job), `events.jsonl`, `decisions.jsonl`, `gpu_intervals.csv`, `config.yaml`.
@@ -229,7 +230,8 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     # "./" keeps a plug-in's import path (my_sched:Greedy) from reading as a URL scheme
     links = "\n".join(f"- [{p}]({'./' if ':' in p else ''}{p}/report.md)" for p in df["policy"].astype(str))
     cols = [c for c in ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
-                        "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s"] if c in df.columns]
+                        "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s",
+                        "note"] if c in df.columns and not (c == "note" and df[c].isna().all())]
     text = f"""# Comparison
 
 {md_table(df[cols])}
