@@ -170,6 +170,10 @@ class EmuConfig(_Strict):
     gpus_per_actor: PositiveInt | None = Field(
         None, description="emulated GPUs per worker-pool host process (default 1)")
     progress_s: PositiveFloat = Field(1.0, description="wall seconds between the driver's progress polls")
+    start_timeout_s: PositiveFloat | None = Field(
+        None, description="wall seconds each stage of Ray's start-up (and of the emulated servers' and worker "
+        "pool's) may take on a busy host; a failed Ray start is retried once (default: the "
+        "RAYTESTBED_RAY_START_TIMEOUT_S environment variable, else 180). Results do not depend on it")
 
     @field_validator("fast_forward", mode="after")
     @classmethod

@@ -56,10 +56,12 @@ def ray_local():
     if ray.is_initialized():
         yield
         return
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
-             resources={"emu_gpu": 8})
+    from raytestbed.emu.raysession import RaySession
+
+    # the emulator's own start: waits as long as a busy host needs, retries once
+    session = RaySession.open(num_cpus=2, resources={"emu_gpu": 8}, configure_logging=False)
     yield
-    ray.shutdown()
+    session.close()
 
 
 def _events(folder: Path) -> list[dict]:

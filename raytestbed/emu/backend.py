@@ -136,6 +136,8 @@ class EmuBackend:
             for m in self.emu.poll_failures():
                 ray.get(clock.lose_server.remote(m))
             self.records.update(batch.records)
+            for jid, (rows, skipped) in batch.measured.items():  # a finished job's measured iterations
+                self.measured[jid], self.skipped[jid] = rows, skipped
             for ev in batch.events:
                 if self._on_event is not None:
                     self._on_event(ev)
@@ -246,7 +248,8 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
         check_real_compute(cluster, jobs)
     ff = FastForward(**cfg.fast_forward.model_dump())
     with EmuCluster(cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
-                    gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes) as emu:
+                    gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes,
+                    start_timeout_s=cfg.start_timeout_s) as emu:
         emu.fast_forward = ff
         if cfg.compute == "real":
             emu.pool.preload_real_compute()  # torch in every GPU host, before the trial

@@ -123,6 +123,8 @@ class Batch:
     events: list[Event] = field(default_factory=list)
     decisions: list[tuple[Event, str, float, list[Decision]]] = field(default_factory=list)
     records: dict[int, JobRecord] = field(default_factory=dict)  #: records of jobs finished since the last poll
+    #: those jobs' measured iteration rows (every run's, in run order) and fast-forwarded iterations
+    measured: dict[int, tuple[list, int]] = field(default_factory=dict)
     kills: list[int] = field(default_factory=list)  #: servers the driver must kill (injected faults)
     done: bool = False
     now_s: float = 0.0
@@ -409,15 +411,18 @@ class ClockService:
         """The trial's books: records, decision times, events, end time, busy intervals, measured rows."""
         s = self.scheduler
         measured: dict[int, list] = {}
-        for run in sorted(self.runs.values(), key=lambda r: r.run_id[1]):
-            measured.setdefault(run.job.job_id, []).extend(r.as_tuple() for r in run.monitor.rows)
         skipped: dict[int, int] = {}
-        for run in self.runs.values():
-            skipped[run.job.job_id] = skipped.get(run.job.job_id, 0) + run.monitor.skipped
+        for jid in sorted({run.job.job_id for run in self.runs.values()}):
+            measured[jid], skipped[jid] = self.job_measured(jid)
         return {"records": s.records, "decision_times": np.asarray(s.decision_times, dtype=float),
                 "events": s.events, "end_time_s": s.state.now, "busy": list(s.busy), "measured": measured,
                 "skipped": skipped, "stats": await self.stats(), "warnings": list(s.warnings),
                 "iterations_done": dict(s.done_iters)}
+
+    def job_measured(self, jid: int) -> tuple[list, int]:
+        """Job ``jid``'s measured iteration rows over all its runs (in run order) and its fast-forwarded iterations."""
+        runs = sorted((r for r in self.runs.values() if r.job.job_id == jid), key=lambda r: r.run_id[1])
+        return [row.as_tuple() for r in runs for row in r.monitor.rows], sum(r.monitor.skipped for r in runs)
 
     def _trial_done(self) -> bool:
         s = self.scheduler
@@ -757,6 +762,7 @@ class EmuScheduler(EventCore):
         self.state.now = self.service.clock.now
         self.finish(jid)
         self.service._out.records[jid] = self.records[jid]
+        self.service._out.measured[jid] = self.service.job_measured(jid)
         self.drain()
 
     def job_failed(self, jid: int, reason: str) -> None:

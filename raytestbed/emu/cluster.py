@@ -25,6 +25,7 @@ import math
 from raytestbed.core.cluster import Cluster
 from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD, FastForward, clock_actor_class
 from raytestbed.emu.fluid import NIC_SHARES
+from raytestbed.emu import raysession
 from raytestbed.emu.raysession import RaySession
 from raytestbed.emu.server import ServerActor
 from raytestbed.errors import ConfigError, ServerLostError
@@ -41,7 +42,10 @@ class EmuCluster:
         gpus_per_actor: GPUs per placement-group bundle / host process (None = 1).
         auth: Ray token authentication, ``"session"`` | ``"disabled"`` | ``"inherit"`` (raysession.py).
         host: bind address of a local Ray (default 127.0.0.1).
-        ready_timeout_s: wall seconds to wait for placement groups and actors (default 60 + 2 per server).
+        ready_timeout_s: wall seconds to wait for placement groups and actors (default: the larger of
+            60 + 2 per server and the start-up timeout).
+        start_timeout_s: wall seconds each stage of Ray's start-up may take (None:
+            ``$RAYTESTBED_RAY_START_TIMEOUT_S``, else 180; :func:`raytestbed.emu.raysession.start_timeout_s`).
         nic_share: how the fabric shares a NIC: ``"fair"`` (weighted max-min) or ``"reserved"`` (every
             GPU owns NIC / g, A-SRPT's model; :mod:`raytestbed.emu.fluid`).
         fast_forward: a :class:`~raytestbed.emu.clock_service.FastForward` (default: on).
@@ -54,7 +58,8 @@ class EmuCluster:
     def __init__(self, cluster: Cluster, *, address: str | None = None, gpus_per_actor: int | None = None,
                  auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
                  nic_share: str = "fair", fast_forward: FastForward | None = None, pace: float | None = None,
-                 replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD, **ray_opts) -> None:
+                 replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD, start_timeout_s: float | None = None,
+                 **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
 
@@ -68,11 +73,13 @@ class EmuCluster:
         self.cluster = cluster
         self.pace = pace
         self.gpus_per_actor = gpus_per_actor or 1
+        start_timeout_s = raysession.start_timeout_s(start_timeout_s)
         if ready_timeout_s is None:
-            ready_timeout_s = 60.0 + 2.0 * cluster.num_servers
+            ready_timeout_s = max(60.0 + 2.0 * cluster.num_servers, start_timeout_s)
 
         self._session = RaySession.open(address=address, auth=auth, host=host,
-                                        resources={RESOURCE: float(cluster.total_gpus)}, **ray_opts)
+                                        resources={RESOURCE: float(cluster.total_gpus)},
+                                        start_timeout_s=start_timeout_s, **ray_opts)
         self._pgs: list = []
         self.servers: list = []
         self._watch: dict = {}

@@ -22,19 +22,198 @@ Ray >= 2.60 enables token authentication for new local clusters and writes
 * ``"inherit"`` (default when attaching): leave the environment alone; Ray
   uses ``RAY_AUTH_TOKEN`` / ``RAY_AUTH_TOKEN_PATH`` / ``~/.ray/auth_token`` as
   it would for ``ray.init()``.
+
+**Start-up on a busy host** (:func:`patient_start`). Ray gives each stage of a
+node's start-up 30 s (the GCS writing its port, the raylet registering with the
+GCS, a node joining a ``cluster_utils`` cluster). On a loaded host that is too
+short, so every start here waits up to :func:`start_timeout_s` (the
+``RAYTESTBED_RAY_START_TIMEOUT_S`` environment variable or a trial's
+``emu.start_timeout_s``; default 180 s) for each stage, says on stderr what it is
+still waiting for once a stage takes more than 15 s, and a failed start is
+retried once after shutting down what it had started.
+
+**SIGTERM.** ``ray.init`` replaces the process's SIGTERM handler (and Ray's
+core worker prints a C stack on SIGTERM); a handler the caller had installed
+(the command line's, which unwinds like Ctrl-C) is put back after the start.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import secrets
+import signal
+import sys
+import threading
+import time
 from dataclasses import dataclass, field
 
-from raytestbed.errors import ConfigError
+from raytestbed.errors import ConfigError, RaytestbedError
 
 AUTH_MODES = ("session", "disabled", "inherit")
 _AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
+
+START_TIMEOUT_ENV = "RAYTESTBED_RAY_START_TIMEOUT_S"
+DEFAULT_START_TIMEOUT_S = 180.0
+#: wall seconds a start-up stage may take before :func:`patient_start` says what it waits for
+NOTICE_AFTER_S = 15.0
+
+
+def start_timeout_s(value: float | None = None) -> float:
+    """Wall seconds each stage of Ray's start-up may take: ``value``, else ``$RAYTESTBED_RAY_START_TIMEOUT_S``,
+    else 180 s (one-line error for a value that is not a number > 0)."""
+    where = "emu.start_timeout_s"
+    if value is None:
+        text = os.environ.get(START_TIMEOUT_ENV)
+        if not text:
+            return DEFAULT_START_TIMEOUT_S
+        where = START_TIMEOUT_ENV
+        try:
+            value = float(text)
+        except ValueError:
+            raise ConfigError(f"{where}={text!r}: give wall seconds, a number > 0") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ConfigError(f"{where}={value!r}: give wall seconds, a number > 0")
+    return float(value)
+
+
+class _Stage:
+    """What a start is waiting for (read by :func:`patient_start`'s notice thread)."""
+
+    def __init__(self) -> None:
+        self.what = "Ray's GCS server to start"
+        self.since = time.monotonic()
+        self.noticed = False
+        self.nodes: list = []  #: Ray nodes constructed in the block (a failed start's are killed before a retry)
+
+    def set(self, what: str) -> None:
+        if what != self.what:
+            self.what, self.since, self.noticed = what, time.monotonic(), False
+
+
+@contextlib.contextmanager
+def patient_start(timeout_s: float | None = None, what: str = "Ray"):
+    """Start Ray nodes inside this block with up to ``timeout_s`` wall seconds per start-up stage.
+
+    Ray's own waits for a starting node are 30 s each; this sets Ray's knobs for them
+    (``RAY_gcs_server_port_wait_time_s``: the GCS port; ``RAY_raylet_start_wait_time_s``: the
+    driver's wait for its raylet; unless the environment sets them already), and, where Ray has
+    no knob (the head node waiting for its raylet to register with the GCS, a
+    ``cluster_utils`` node joining), makes Ray's own check wait up to ``timeout_s`` before it
+    gives up. A stage still running after 15 s is named once on stderr.
+    """
+    import ray._private.node as node_mod
+    import ray._private.services as services
+
+    timeout_s = start_timeout_s(timeout_s)
+    env = {"RAY_gcs_server_port_wait_time_s": str(math.ceil(timeout_s)),
+           "RAY_raylet_start_wait_time_s": str(math.ceil(timeout_s))}
+    saved = {k: os.environ.get(k) for k in env}
+    for k, v in env.items():
+        if saved[k] is None:
+            os.environ[k] = v
+    stage = _Stage()
+    orig_get_node, orig_wait_for_node = services.get_node, services.wait_for_node
+
+    def get_node(gcs_address, node_id):
+        stage.set("the raylet to register with the GCS")
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                info = orig_get_node(gcs_address, node_id)
+            except RuntimeError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+                continue
+            stage.set("the driver to connect")
+            return info
+
+    def wait_for_node(gcs_address, socket_name, timeout=30):
+        stage.set("a node to join the cluster")
+        return orig_wait_for_node(gcs_address, socket_name, max(timeout, timeout_s))
+
+    orig_node_init = node_mod.Node.__init__
+
+    def node_init(self, *args, **kwargs):
+        stage.nodes.append(self)
+        orig_node_init(self, *args, **kwargs)
+
+    done = threading.Event()
+
+    def notice():
+        while not done.wait(1.0):
+            waited = time.monotonic() - stage.since
+            if waited > NOTICE_AFTER_S and not stage.noticed:
+                stage.noticed = True
+                print(f"raytestbed: {what} is starting slowly (busy host?): waiting for {stage.what}, "
+                      f"{waited:.0f} s so far, up to {timeout_s:g} s ({START_TIMEOUT_ENV})", file=sys.stderr)
+
+    services.get_node, services.wait_for_node = get_node, wait_for_node
+    node_mod.Node.__init__ = node_init
+    ticker = threading.Thread(target=notice, name="ray-start-notice", daemon=True)
+    ticker.start()
+    try:
+        yield stage
+    finally:
+        done.set()
+        services.get_node, services.wait_for_node = orig_get_node, orig_wait_for_node
+        node_mod.Node.__init__ = orig_node_init
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+
+
+def start_with_retry(start, stop, timeout_s: float | None = None, what: str = "Ray"):
+    """``start()`` inside :func:`patient_start`; if it fails, ``stop()`` and try once more.
+
+    Returns what ``start`` returns. The second failure raises a one-line
+    :class:`~raytestbed.errors.RaytestbedError` naming the time limit and how to raise it.
+    Arguments Ray refuses (``TypeError``, ``ValueError``) are not retried.
+    """
+    timeout_s = start_timeout_s(timeout_s)
+    for attempt in (1, 2):
+        stage = None
+        try:
+            with patient_start(timeout_s, what) as stage:
+                return start()
+        except (TypeError, ValueError):
+            raise
+        except Exception as e:  # Ray raises plain Exception, RuntimeError, TimeoutError, ConnectionError
+            reason = " ".join(str(e).split())[:200] or type(e).__name__
+            with contextlib.suppress(Exception):
+                stop()
+            for node in stage.nodes if stage is not None else []:  # processes of a node that never came up
+                with contextlib.suppress(Exception):
+                    node.kill_all_processes(check_alive=False, allow_graceful=False)
+            if attempt == 2:
+                raise RaytestbedError(
+                    f"{what} did not start, twice (each stage may take {timeout_s:g} s; last error: {reason}); "
+                    f"on a busy host set {START_TIMEOUT_ENV} to more seconds") from None
+            print(f"raytestbed: {what} did not start ({reason}); retrying once", file=sys.stderr)
+
+
+@contextlib.contextmanager
+def _keep_sigterm_handler():
+    """Put back, after ``ray.init``, the SIGTERM handler installed before it (main thread only).
+
+    Ray installs its own handler (exit with status 15 or 1), and its core worker a C-level one
+    that prints a stack; a handler installed with ``signal.signal`` (e.g. the command line's, which
+    unwinds like Ctrl-C so that results folders are kept resumable) is re-installed, which also
+    removes the C-level one. With no Python handler before, Ray's Python handler is re-installed
+    (it shuts Ray down), again without the stack.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.getsignal(signal.SIGTERM)
+    try:
+        yield
+    finally:
+        keep = before if callable(before) else signal.getsignal(signal.SIGTERM)
+        if keep is not None:
+            signal.signal(signal.SIGTERM, keep)
 
 
 def _refresh_ray_auth_config() -> None:
@@ -91,20 +270,30 @@ def local_cluster(nodes: int = 2, cpus_per_node: int = 1, emu_gpus_per_node: int
     os.environ.pop("RAY_AUTH_TOKEN_PATH", None)
     _refresh_ray_auth_config()
     resources = {"emu_gpu": emu_gpus_per_node} if emu_gpus_per_node else {}
-    cluster = None
-    try:
+    holder: dict = {}
+    timeout_s = start_timeout_s()
+
+    def start():
         with full_priority_workers():
-            cluster = cluster_utils.Cluster(initialize_head=True,
-                                            head_node_args={"num_cpus": cpus_per_node, "resources": resources})
+            holder["cluster"] = c = cluster_utils.Cluster(
+                initialize_head=True, head_node_args={"num_cpus": cpus_per_node, "resources": resources})
             for _ in range(nodes - 1):
-                cluster.add_node(num_cpus=cpus_per_node, resources=resources)
-            cluster.wait_for_nodes()
+                c.add_node(num_cpus=cpus_per_node, resources=resources)
+            c.wait_for_nodes(timeout=timeout_s)
+
+    def stop():
+        c = holder.pop("cluster", None)
+        if c is not None:
+            c.shutdown()
+
+    try:
+        start_with_retry(start, stop, timeout_s, what=f"a {nodes}-node Ray cluster")
+        cluster = holder["cluster"]
         yield cluster
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        if cluster is not None:
-            cluster.shutdown()
+        stop()
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
@@ -126,8 +315,12 @@ class RaySession:
     def open(cls, *, address: str | None = None, auth: str | None = None, host: str = "127.0.0.1",
              resources: dict[str, float] | None = None, num_cpus: int | None = None,
              object_store_memory: int | None = 1 << 30, include_dashboard: bool = False,
-             **ray_opts) -> "RaySession":
-        """Connect as described in the module docstring; returns the session to close later."""
+             start_timeout_s: float | None = None, **ray_opts) -> "RaySession":
+        """Connect as described in the module docstring; returns the session to close later.
+
+        ``start_timeout_s``: wall seconds each start-up stage may take (:func:`start_timeout_s`);
+        a failed start is retried once (:func:`start_with_retry`).
+        """
         import ray
 
         if auth is not None and auth not in AUTH_MODES:
@@ -146,13 +339,18 @@ class RaySession:
         if auth != "inherit":
             _refresh_ray_auth_config()
         session = cls(owns=True, attached=bool(address), address=address, auth=auth, _saved_env=saved)
+        def start():
+            with _keep_sigterm_handler():
+                if address:
+                    ray.init(address=address, log_to_driver=False, **ray_opts)
+                else:
+                    session._init_local(host, resources or {}, num_cpus, object_store_memory,
+                                        include_dashboard, ray_opts)
+
         try:
-            if address:
-                ray.init(address=address, log_to_driver=False, **ray_opts)
-            else:
-                session._init_local(host, resources or {}, num_cpus, object_store_memory,
-                                    include_dashboard, ray_opts)
-        except Exception:
+            start_with_retry(start, ray.shutdown, start_timeout_s,
+                             what=f"Ray (attaching to {address})" if address else "a local Ray")
+        except BaseException:
             session._restore_env()
             raise
         return session
