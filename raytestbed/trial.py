@@ -170,19 +170,27 @@ class _FinishedJournal:
             return
         self.writer.finished(row, intervals, extra)
 
-    def resume_note(self, jobs: int) -> tuple[dict[str, Any], str]:
-        """The ``resumed`` section of ``summary.json`` and the run's ``note`` (both about the journal check)."""
+    def resume_note(self, jobs: int, deterministic: bool = True) -> tuple[dict[str, Any], str]:
+        """The ``resumed`` section of ``summary.json`` and the run's ``note`` (both about the journal check).
+
+        ``deterministic``: False for a backend that cannot re-run identically (real compute); the run
+        is then not comparable whatever the check found.
+        """
         prev = self.previous
         assert prev is not None
         missing = sorted(set(prev.rows) - self.replayed)  # journaled as finished, not finished in the re-run
         for jid in missing:
             self.differing[jid] = ["finished in the journal, not in the re-run"]
+        comparable = deterministic and not self.differing
         section = {"journaled_jobs": len(prev.rows), "remaining_jobs": jobs - len(prev.rows),
-                   "differing_jobs": sorted(self.differing), "comparable": not self.differing}
-        if not self.differing:
+                   "differing_jobs": sorted(self.differing), "comparable": comparable}
+        if comparable:
             return section, f"resumed: {len(prev.rows)} journaled jobs re-run identically"
+        why = "" if deterministic else "real compute does not re-run identically; "
+        if not self.differing:
+            return section, f"resumed, not comparable: {why}its {len(prev.rows)} journaled jobs happened to re-run identically"
         jid = min(self.differing)
-        return section, (f"resumed, not comparable: {len(self.differing)} of {len(prev.rows)} journaled jobs "
+        return section, (f"resumed, not comparable: {why}{len(self.differing)} of {len(prev.rows)} journaled jobs "
                          f"differ from their re-run (job {jid}: {self.differing[jid][0]})")
 
 
@@ -334,7 +342,8 @@ def run_into(
     meta.update(coflows.summary())  # coflows of a resumed run's earlier part are not in it
     meta.update(utility_summary(jobs, getattr(res, "iterations_done", None), finished))
     if previous is not None:
-        meta["resumed"], meta["note"] = holder["journal"].resume_note(len(jobs))
+        meta["resumed"], meta["note"] = holder["journal"].resume_note(
+            len(jobs), deterministic=not (spec.name == "emu" and trial.emu.compute == "real"))
     summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
     write_json(folder / "summary.json", summary)
     resolved = loaded.resolved()

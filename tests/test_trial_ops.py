@@ -217,3 +217,22 @@ def jobs(params, ctx):
     assert main(["run", str(t), "--policy", "asrpt", "--out", str(tmp_path / "run"), "--quiet"]) == 0
     history = [kw.get("history") for name, kw in seen if name == "asrpt"]
     assert history and history[-1] is not None and len(history[-1]) == 3
+
+
+def test_real_compute_resume_is_never_called_comparable():
+    """Real compute charges measured CPU time: even a re-run that happened to match its journal is
+    marked "resumed, not comparable" (it cannot be reproduced on demand)."""
+    from raytestbed.results.journal import JournalState
+    from raytestbed.trial import _FinishedJournal
+
+    prev = JournalState(header={}, rows={0: {"job_id": 0, "finish_s": 3.0}, 1: {"job_id": 1, "finish_s": 4.0}})
+    fj = _FinishedJournal(writer=None, backend=None, previous=prev)
+    fj.replayed = {0, 1}
+    section, note = fj.resume_note(5, deterministic=False)
+    assert section == {"journaled_jobs": 2, "remaining_jobs": 3, "differing_jobs": [], "comparable": False}
+    assert note.startswith("resumed, not comparable: real compute does not re-run identically")
+    fj.differing = {1: ["finish_s: journal 4.0, re-run 4.1"]}
+    section, note = fj.resume_note(5, deterministic=False)
+    assert section["differing_jobs"] == [1] and "1 of 2 journaled jobs differ" in note and "job 1: finish_s" in note
+    fj.differing = {}
+    assert fj.resume_note(5)[0]["comparable"] is True
