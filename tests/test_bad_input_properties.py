@@ -565,6 +565,7 @@ TRIAL_BAD = {
     ("emu", "pace"): BAD_POSITIVE.filter(lambda v: v is not None),
     ("emu", "compute_factor"): BAD_POSITIVE.filter(lambda v: v is not None),
     ("emu", "progress_s"): BAD_POSITIVE,
+    ("emu", "start_timeout_s"): BAD_POSITIVE.filter(lambda v: v is not None),
     ("seed",): st.sampled_from([-1, 1.5, float("nan"), float("inf"), "x", 2 ** 63, None]),
     ("policy",): st.sampled_from(["nosuch", "", "fifo+nosuch", 3]),
     ("backend",): st.sampled_from(["gpu", "", None]),

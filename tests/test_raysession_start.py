@@ -1,0 +1,106 @@
+"""Ray start-up on a busy host (raytestbed/emu/raysession.py): the wait per stage, the notice that says
+what is awaited, one retry. No Ray is started here: Ray's functions are stood in for where named."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+
+pytest.importorskip("ray")
+
+import ray._private.services as services  # noqa: E402
+
+from raytestbed.emu import raysession  # noqa: E402
+from raytestbed.errors import ConfigError, RaytestbedError  # noqa: E402
+
+
+def test_start_timeout_from_argument_environment_or_default(monkeypatch):
+    monkeypatch.delenv(raysession.START_TIMEOUT_ENV, raising=False)
+    assert raysession.start_timeout_s() == raysession.DEFAULT_START_TIMEOUT_S == 180.0
+    monkeypatch.setenv(raysession.START_TIMEOUT_ENV, "420")
+    assert raysession.start_timeout_s() == 420.0 and raysession.start_timeout_s(30) == 30.0
+    for bad in ("soon", "0", "-5", "nan", "inf"):
+        monkeypatch.setenv(raysession.START_TIMEOUT_ENV, bad)
+        with pytest.raises(ConfigError, match=raysession.START_TIMEOUT_ENV):
+            raysession.start_timeout_s()
+
+
+def test_patient_start_sets_rays_knobs_and_outwaits_its_registration_check(monkeypatch):
+    """Ray's head node gives up when get_node has failed for 30 s; inside the block one get_node call
+    waits (here: three failures) until the raylet has registered, and the knobs are Ray's own."""
+    monkeypatch.delenv("RAY_gcs_server_port_wait_time_s", raising=False)
+    monkeypatch.setenv("RAY_raylet_start_wait_time_s", "999")  # the user's own setting wins
+    calls = []
+
+    def fake_get_node(gcs_address, node_id):
+        calls.append(time.monotonic())
+        if len(calls) < 4:
+            raise RuntimeError("node not registered yet")
+        return {"node_id": node_id}
+
+    monkeypatch.setattr(services, "get_node", fake_get_node)
+    with raysession.patient_start(240) as stage:
+        assert os.environ["RAY_gcs_server_port_wait_time_s"] == "240"
+        assert os.environ["RAY_raylet_start_wait_time_s"] == "999"
+        assert services.get_node("127.0.0.1:1", "abc") == {"node_id": "abc"}  # Ray's loop sees one success
+        assert len(calls) == 4 and stage.what == "the driver to connect"
+    assert services.get_node is fake_get_node and "RAY_gcs_server_port_wait_time_s" not in os.environ
+
+
+def test_patient_start_gives_up_at_its_limit(monkeypatch):
+    def never(gcs_address, node_id):
+        raise RuntimeError("node not registered yet")
+
+    monkeypatch.setattr(services, "get_node", never)
+    with raysession.patient_start(0.5):
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError):
+            services.get_node("127.0.0.1:1", "abc")
+        assert 0.5 <= time.monotonic() - t0 < 5
+
+
+def test_a_slow_stage_is_named_once(monkeypatch, capsys):
+    monkeypatch.setattr(raysession, "NOTICE_AFTER_S", 0.2)
+    with raysession.patient_start(60, what="a local Ray") as stage:
+        stage.set("the raylet to register with the GCS")
+        time.sleep(2.5)
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert ("raytestbed: a local Ray is starting slowly (busy host?): waiting for the raylet to register with the "
+            "GCS") in err and "up to 60 s (RAYTESTBED_RAY_START_TIMEOUT_S)" in err
+
+
+def test_a_failed_start_is_stopped_and_retried_once(capsys):
+    tries, stops = [], []
+
+    def flaky():
+        tries.append(1)
+        if len(tries) == 1:
+            raise Exception("The current node timed out during startup.")
+        return "up"
+
+    assert raysession.start_with_retry(flaky, lambda: stops.append(1), 60, what="a local Ray") == "up"
+    assert len(tries) == 2 and len(stops) == 1
+    assert capsys.readouterr().err == ("raytestbed: a local Ray did not start (The current node timed out during "
+                                       "startup.); retrying once\n")
+
+    def broken():
+        tries.append(1)
+        raise TimeoutError("Timed out after 30 seconds while waiting for node to startup.")
+
+    tries.clear()
+    with pytest.raises(RaytestbedError, match=r"a local Ray did not start, twice \(each stage may take 60 s; "
+                       r"last error: Timed out after 30 seconds.*set RAYTESTBED_RAY_START_TIMEOUT_S"):
+        raysession.start_with_retry(broken, lambda: None, 60, what="a local Ray")
+    assert len(tries) == 2
+
+    def bad_argument():
+        tries.append(1)
+        raise TypeError("init() got an unexpected keyword argument 'x'")
+
+    tries.clear()
+    with pytest.raises(TypeError):
+        raysession.start_with_retry(bad_argument, lambda: None, 60)
+    assert len(tries) == 1
