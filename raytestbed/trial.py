@@ -254,7 +254,6 @@ def run_into(
               "jobs_fingerprint": jobs_fingerprint(jobs), "faults": list(trial.faults)}
     # a resumed run runs the whole trial again from t = 0 (docs/trials.md, "Resume"): the journaled
     # jobs load the cluster as they did, and each one's re-run is checked against its journaled record
-    to_run = jobs
     if previous is not None:
         previous.check(header, str(folder))
     journal = JournalWriter(folder / JOURNAL, header, previous)
@@ -289,7 +288,7 @@ def run_into(
     emu_info: dict[str, Any] = {}
     try:
         if spec.name == "sim":
-            engine = Simulator(cluster, to_run, policy, netpol, mode=trial.timing.mode, model=model,
+            engine = Simulator(cluster, jobs, policy, netpol, mode=trial.timing.mode, model=model,
                                iterations_per_coflow=trial.timing.iterations_per_coflow,
                                schedule=trial.timing.schedule, faults=faults,
                                until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
@@ -301,7 +300,7 @@ def run_into(
 
             ship_by_value([policy, netpol] if netpol is not None else [policy])
             res, engine, emu_info = run_emulated(
-                cluster, to_run, policy, netpol, trial.emu, faults=faults, on_event=on_event,
+                cluster, jobs, policy, netpol, trial.emu, faults=faults, on_event=on_event,
                 on_decisions=on_decisions, progress=progress,
                 on_engine=lambda eng: holder.__setitem__("journal", _FinishedJournal(journal, eng, previous)))
     finally:
@@ -339,7 +338,7 @@ def run_into(
     if callable(run_stats):
         meta.update(run_stats())  # a policy's own statistics of the run (e.g. GADGET's embedded ratio)
     finished = {int(r["job_id"]) for r in rows if r["status"] == "finished"}
-    meta.update(coflows.summary())  # coflows of a resumed run's earlier part are not in it
+    meta.update(coflows.summary())
     meta.update(utility_summary(jobs, getattr(res, "iterations_done", None), finished))
     if previous is not None:
         meta["resumed"], meta["note"] = holder["journal"].resume_note(

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def _finished_lines(tmp_path: Path) -> int:
                for line in j.read_text(encoding="utf-8").splitlines())
 
 
+@pytest.mark.timeout(1800)  # three emulated runs of demo_emu, two Ray starts: ~10 min on a busy 2-core host
 def test_demo_emu_resumed_after_sigterm_is_the_uninterrupted_run(tmp_path):
     out, full = tmp_path / "r", tmp_path / "full"
     child = subprocess.Popen([sys.executable, "-c", CHILD, "run", str(TRIAL), "--policy", "fifo", "--out", str(out),
@@ -72,8 +74,14 @@ def test_demo_emu_resumed_after_sigterm_is_the_uninterrupted_run(tmp_path):
         if child.poll() is None:
             child.kill()
     assert child.returncode == 143, err
-    # the terminal shows one clean line: no Ray or C-level stack ("*** SIGTERM received ...")
-    assert stdout == "" and err.count("\n") == 1 and err.startswith("raytestbed: terminated;"), err
+    # the signal adds one clean line: no Ray or C-level stack ("*** SIGTERM received ..."), no traceback
+    # (what Ray prints while it starts is not the signal's: the notices of a slow start, Ray's own
+    # start-up lines)
+    startup = re.compile(r"raytestbed: .* is starting slowly|INFO worker.py.*Started a local Ray|"
+                         r"\(raylet\).*PYTHON worker processes have been started")
+    said = [x for x in (stdout + err).splitlines() if x.strip() and not startup.search(x)]
+    assert len(said) == 1 and said[0].startswith("raytestbed: terminated; finished jobs are journaled"), said
+    assert "SIGTERM received" not in stdout + err and "Traceback" not in stdout + err
     assert (out / "RESUMABLE.json").is_file() and len(read_journal(out / "journal.jsonl").rows) == HOLD_AFTER
 
     from raytestbed.emu.raysession import RaySession
