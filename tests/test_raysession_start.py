@@ -104,3 +104,21 @@ def test_a_failed_start_is_stopped_and_retried_once(capsys):
     with pytest.raises(TypeError):
         raysession.start_with_retry(bad_argument, lambda: None, 60)
     assert len(tries) == 1
+
+
+def test_a_raylet_that_died_is_not_waited_for(monkeypatch):
+    """A raylet that aborted (Ray's 15 s wait for its dashboard agent's ports) never registers: the
+    start fails at once, so the retry comes without waiting out the limit."""
+    from types import SimpleNamespace
+
+    def never(gcs_address, node_id):
+        raise RuntimeError("node not registered yet")
+
+    monkeypatch.setattr(services, "get_node", never)
+    with raysession.patient_start(600) as stage:
+        stage.nodes.append(SimpleNamespace(all_processes={"raylet": [SimpleNamespace(process=SimpleNamespace(
+            poll=lambda: -6))]}))
+        t0 = time.monotonic()
+        with pytest.raises(RuntimeError):
+            services.get_node("127.0.0.1:1", "abc")
+        assert time.monotonic() - t0 < 5

@@ -123,8 +123,8 @@ def patient_start(timeout_s: float | None = None, what: str = "Ray"):
             try:
                 info = orig_get_node(gcs_address, node_id)
             except RuntimeError:
-                if time.monotonic() > deadline:
-                    raise
+                if time.monotonic() > deadline or _raylet_died(stage.nodes):
+                    raise  # Ray's own check then fails the start: a dead raylet never registers
                 time.sleep(0.2)
                 continue
             stage.set("the driver to connect")
@@ -163,6 +163,15 @@ def patient_start(timeout_s: float | None = None, what: str = "Ray"):
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
+
+
+def _raylet_died(nodes) -> bool:
+    """Whether the raylet of a node started in the block has exited (e.g. aborted waiting for its agents)."""
+    for node in nodes:
+        for info in getattr(node, "all_processes", {}).get("raylet", []):
+            if info.process is not None and info.process.poll() is not None:
+                return True
+    return False
 
 
 def start_with_retry(start, stop, timeout_s: float | None = None, what: str = "Ray"):
