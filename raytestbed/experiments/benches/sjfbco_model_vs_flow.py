@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from raytestbed.config import REPO_ROOT as ROOT  # noqa: E402
+from raytestbed.resources import package_dir  # noqa: E402
 from raytestbed.config import load_cluster  # noqa: E402
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile  # noqa: E402
 from raytestbed.core.timing import SjfbcoModel, SjfbcoParams  # noqa: E402
@@ -127,7 +127,7 @@ def calibration(k: int = 3) -> dict:
 
 
 def run_case(seed: int, policy: str, comm_fraction: float, scale: float, alphas: list[float]) -> pd.DataFrame:
-    cluster = load_cluster(ROOT / "cluster_configs" / "sjfbco_20servers.yaml").build()
+    cluster = load_cluster(package_dir("clusters") / "sjfbco_20servers.yaml").build()
     data = find_data_dir()
     durations = "philly" if data is not None and (data / "philly-jobs-rfold").is_dir() else "uniform"
     jobs = sjfbco_jobs(SjfbcoWorkloadParams(durations=durations, comm_fraction=comm_fraction), seed,
@@ -173,7 +173,7 @@ def md_table(df: pd.DataFrame) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "sjfbco_model_vs_flow"))
+    ap.add_argument("--out", default=str(Path("results") / "sjfbco_model_vs_flow"))
     ap.add_argument("--quick", action="store_true", help="one seed, one comm fraction, coarser scale")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--iteration-scale", type=float, default=0.05)
