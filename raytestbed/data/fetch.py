@@ -11,6 +11,7 @@ right checksum are kept.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import tempfile
@@ -53,8 +54,8 @@ def source_url(ds: Dataset, f: DataFile, source: str | os.PathLike[str] | None) 
     """Where ``f`` is fetched from: its origin URL, or ``SOURCE/NAME/PATH`` of a mirror (folder or URL)."""
     if source is None:
         if not f.url:
-            raise DataError(f"{ds.name}/{f.path}: no public download ({ds.origin}); "
-                            f"fetch it from a copy of the data folder: raytestbed data fetch {ds.name} --from DIR")
+            raise DataError(f"{ds.name}/{f.path}: no public download; fetch it from a copy of the data folder: "
+                            f"raytestbed data fetch {ds.name} --from DIR")
         return f.url
     s = str(source)
     if "://" in s:
@@ -81,8 +82,9 @@ def fetch_file(ds: Dataset, f: DataFile, dest: Path, source: str | os.PathLike[s
             is left behind).
     """
     target = dest / ds.name / f.path
-    target.parent.mkdir(parents=True, exist_ok=True)
     url = source_url(ds, f, source)
+    made = [d for d in [target.parent, *target.parent.parents] if not d.exists()]  # folders to remove on failure
+    target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
     tmp = Path(tmp_name)
     try:
@@ -102,8 +104,12 @@ def fetch_file(ds: Dataset, f: DataFile, dest: Path, source: str | os.PathLike[s
                             f"{f.sha256[:16]}…; refused")
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 -> what the user's umask gives a new file
         os.replace(tmp, target)
-    finally:
+    except BaseException:
         tmp.unlink(missing_ok=True)
+        for d in made:  # innermost first; only the (now empty) folders this call made
+            with contextlib.suppress(OSError):
+                d.rmdir()
+        raise
     return target
 
 
