@@ -10,7 +10,7 @@ them where they are. Everything else is in pyproject.toml.
 from setuptools import find_namespace_packages, find_packages, setup
 
 BUNDLED = {"raytestbed.bundled.workloads": "workloads", "raytestbed.bundled.cluster_configs": "cluster_configs"}
-DATA = ["*.yaml", "*.json", "*.csv", "*.py"]  # the kinds of file the folders hold
+DATA = ["*.yaml", "*.yml", "*.json", "*.jsonl", "*.csv", "*.gz", "*.txt", "*.md", "*.py"]  # what the folders hold
 
 packages = find_packages(include=["raytestbed", "raytestbed.*"])
 package_dir = dict(BUNDLED)
@@ -18,4 +18,7 @@ for pkg, folder in BUNDLED.items():
     # every subfolder is a (data-only) package of its own, so that its files are copied
     packages += [pkg] + [f"{pkg}.{sub}" for sub in find_namespace_packages(where=folder, exclude=["*__pycache__*"])]
 
-setup(packages=packages, package_dir=package_dir, package_data={pkg: DATA for pkg in packages if pkg.startswith("raytestbed.bundled.")})
+package_data = {pkg: DATA for pkg in packages if pkg.startswith("raytestbed.bundled.")}
+package_data["raytestbed.data"] = ["catalogue.json"]  # the data-set catalogue (raytestbed/data/catalogue.py)
+
+setup(packages=packages, package_dir=package_dir, package_data=package_data)
