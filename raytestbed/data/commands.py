@@ -97,7 +97,8 @@ def _cmd_verify(args) -> int:
             wrong = {p: s for p, s in states.items() if s not in ("ok", "missing")}
             missing = [p for p, s in states.items() if s == "missing"]
             ok = len(states) - len(wrong) - len(missing)
-            print(f"{ds.name} in {d}: {ok} of {len(states)} files ok" + (f", {len(missing)} missing" if missing else ""))
+            more = f", {len(missing)} missing" if missing else ""
+            print(f"{ds.name} in {d}: {ok} of {len(states)} files ok{more}")
             for p, s in wrong.items():
                 print(f"  {p}: {s} (fetch again: raytestbed data fetch {ds.name} --force)")
             bad += len(wrong) + (len(missing) if args.names else 0)

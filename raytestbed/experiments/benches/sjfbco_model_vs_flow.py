@@ -52,7 +52,7 @@ from raytestbed.schedulers.base import (  # noqa: E402
 )
 from raytestbed.sim.engine import Simulator  # noqa: E402
 from raytestbed.traces.datadir import find_data_dir  # noqa: E402
-from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
+from raytestbed.traces.sjfbco_workload import PHILLY_FILE, SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
 
 XI1, XI2 = 1.0, 1e-4
 
@@ -128,7 +128,7 @@ def calibration(k: int = 3) -> dict:
 
 def run_case(seed: int, policy: str, comm_fraction: float, scale: float, alphas: list[float]) -> pd.DataFrame:
     cluster = load_cluster(package_dir("clusters") / "sjfbco_20servers.yaml").build()
-    data = find_data_dir()
+    data = find_data_dir(rel=PHILLY_FILE)
     durations = "philly" if data is not None and (data / "philly-jobs-rfold").is_dir() else "uniform"
     jobs = sjfbco_jobs(SjfbcoWorkloadParams(durations=durations, comm_fraction=comm_fraction), seed,
                        cluster.nic_bps, data)
