@@ -418,6 +418,10 @@ def build_parser() -> argparse.ArgumentParser:
     wl.add_argument("names", nargs="*", metavar="IMPORT_PATH",
                     help="also load and list these plug-ins, e.g. my_traces:load_mytrace")
     wl.set_defaults(fn=_cmd_workloads)
+
+    from raytestbed.data.commands import add_parser as add_data_parser
+
+    add_data_parser(sub)
     return p
 
 

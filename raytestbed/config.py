@@ -21,11 +21,14 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeF
 
 from raytestbed.core.cluster import Cluster, Rack, Server
 from raytestbed.errors import ConfigError
+from raytestbed.resources import package_dir, package_root, resolve
 from raytestbed.units import gbps_to_bytes_per_s, gbytes_per_s_to_bytes_per_s
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
 MAX_SEED = 2 ** 63 - 1  #: seeds are integers in [0, MAX_SEED] (trial files and --seed)
-CLUSTER_CONFIG_DIR = REPO_ROOT / "cluster_configs"
+#: the shipped cluster files and their root (:mod:`raytestbed.resources`: a source checkout's root,
+#: or the installed package's ``bundled/`` folder)
+CLUSTER_CONFIG_DIR = package_dir("clusters")
+REPO_ROOT = package_root()
 
 
 class _Strict(BaseModel):
@@ -261,11 +264,8 @@ def load_cluster(path: str | Path) -> ClusterConfig:
 
 
 def resolve_cluster_path(ref: str, base_dir: Path) -> Path:
-    """A cluster reference from a trial: relative to the trial file, else a name in cluster_configs/."""
-    for cand in (base_dir / ref, CLUSTER_CONFIG_DIR / ref, CLUSTER_CONFIG_DIR / f"{ref}.yaml"):
-        if cand.is_file():
-            return cand
-    raise ConfigError(f"cluster {ref!r} not found (looked in {base_dir} and {CLUSTER_CONFIG_DIR})")
+    """A cluster reference from a trial: relative to the trial file, else a shipped cluster (``laptop``)."""
+    return resolve(ref, "clusters", [base_dir], what="cluster")
 
 
 class LoadedTrial(BaseModel):
@@ -288,8 +288,14 @@ class LoadedTrial(BaseModel):
 
 
 def load_trial(path: str | Path) -> LoadedTrial:
-    """Load a trial YAML file, validate it and resolve its cluster."""
+    """Load a trial YAML file, validate it and resolve its cluster.
+
+    ``path`` is a file, or the name of a shipped trial (``demo``, ``workloads/trials/demo.yaml``:
+    :func:`raytestbed.resources.resolve`).
+    """
     p = Path(path)
+    if not p.exists():
+        p = resolve(path, "trials", what="trial file")
     data = read_yaml(p)
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a trial must be a mapping")

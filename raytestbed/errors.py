@@ -18,6 +18,10 @@ class TraceError(RaytestbedError):
     """A trace or workload row is invalid."""
 
 
+class DataError(RaytestbedError):
+    """A data set cannot be fetched, or a fetched file is not the one the catalogue records."""
+
+
 class PolicyError(RaytestbedError):
     """A policy is unknown or returned an invalid decision."""
 

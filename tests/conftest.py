@@ -56,3 +56,42 @@ def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=Tru
         return res, events, svc
 
     return asyncio.run(main())
+
+
+def fresh_venv(folder, wheels=()):
+    """A fresh virtual environment in ``folder`` with ``wheels`` installed (``--no-deps``); its python.
+
+    It reuses the running interpreter's installed packages for the dependencies (a ``.pth`` file naming
+    its site-packages folders), so nothing is downloaded.
+    """
+    import os
+    import site
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    venv = Path(folder)
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    py = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    purelib = subprocess.run([str(py), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             check=True, capture_output=True, text=True).stdout.strip()
+    deps = [p for p in site.getsitepackages() + [site.getusersitepackages()] if Path(p).is_dir()]
+    (Path(purelib) / "_test_deps.pth").write_text("\n".join(deps) + "\n")
+    if wheels:  # PYTHONPATH could show pip a source tree's *.egg-info as "already installed"
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(py), "install", "-q", "--no-deps",
+                        "--force-reinstall", *map(str, wheels)], check=True, env=env)
+    return py
+
+
+def build_wheel(src, out):
+    """Build the wheel of the project in ``src`` into ``out`` with the running interpreter's setuptools
+    (no build isolation: nothing is downloaded); the wheel's path."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(out),
+                    str(src)], check=True, capture_output=True, text=True)
+    wheel, = Path(out).glob("*.whl")
+    return wheel

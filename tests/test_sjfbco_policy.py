@@ -129,16 +129,15 @@ def test_workload_bad_params_are_one_line_errors(tmp_path):
         load_workload("sjfbco", {"data_dir": str(tmp_path / "none")}, cluster, 0, tmp_path)
 
 
-needs_data = pytest.mark.skipif(
-    find_data_dir() is None or not (find_data_dir() / "philly-jobs-rfold" / "philly_trace.csv").is_file(),
-    reason="Philly data (shared/data) not available",
-)
+PHILLY_DATA = find_data_dir(rel="philly-jobs-rfold/philly_trace.csv")  # the data folder holding it, or None
+needs_data = pytest.mark.skipif(PHILLY_DATA is None,
+                                reason="Philly data not available (raytestbed data fetch philly-jobs-rfold)")
 
 
 @needs_data
 def test_workload_philly_durations_and_arrivals():
     p = SjfbcoWorkloadParams(arrivals="philly")
-    jobs = sjfbco_jobs(p, 0, 1.25e9, find_data_dir())
+    jobs = sjfbco_jobs(p, 0, 1.25e9, PHILLY_DATA)
     assert len(jobs) == 160
     rho = np.array([j.stages[0].profile.compute_s * j.iterations for j in jobs])
     assert rho.min() >= 50 - 1 and rho.max() <= 300 + 1

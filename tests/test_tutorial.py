@@ -7,7 +7,8 @@ The Markdown's fenced code blocks run in order in an empty temporary folder:
 * ```` ```text output ```` must equal what the block before it printed (simulator numbers are
   deterministic; emulated ones are shown in plain ```` ```text ```` blocks, not compared);
 * ```` ```console ```` runs every ``$ raytestbed ...`` line through the CLI (exit status 0);
-* ```` ```toml ```` must parse, and each entry point in it must load;
+* ```` ```toml ```` must parse, and each entry point in it must load (``file=pyproject.toml``: written
+  too; ``test_tutorial_package_installs`` builds and installs it as section 8 says);
 * other blocks are illustrations and are skipped.
 
 ``python tests/test_tutorial.py DIR`` runs the tutorial in ``DIR`` and keeps what it wrote (to
@@ -60,7 +61,9 @@ def run_tutorial(folder: Path, text: str, check: bool = True) -> list[str]:
                 Path(opts["file"]).parent.mkdir(parents=True, exist_ok=True)
                 Path(opts["file"]).write_text(body, encoding="utf-8")
                 log.append(f"{where}: wrote {opts['file']}")
-            elif lang == "python":
+                if lang != "toml":  # a pyproject.toml is checked below as well
+                    continue
+            if lang == "python":
                 buf = io.StringIO()
                 t0 = time.perf_counter()
                 with contextlib.redirect_stdout(buf):
@@ -118,6 +121,40 @@ def test_tutorial_runs(tmp_path, monkeypatch):
     assert (emu["backend"] == "emu").all() and (emu["finished"] == emu["jobs"]).all()
     for png in ("results/sim/comparison.png", "results/seeds.png", "results/network_seeds.png"):
         assert (tmp_path / png).stat().st_size > 1000, png
+
+
+def test_tutorial_package_installs(tmp_path):
+    """Section 8 as written: the tutorial's files and its pyproject.toml build a wheel (no
+    "Multiple top-level modules discovered in a flat-layout"), which installs into a fresh venv where
+    ``raytestbed policies`` and ``raytestbed workloads`` list the entry points with the distribution."""
+    import subprocess
+
+    from conftest import build_wheel, fresh_venv
+
+    folder = tmp_path / "tutorial"
+    folder.mkdir()
+    written = []
+    for _lang, opts, body in blocks(DOC.read_text(encoding="utf-8")):
+        if "file" in opts:
+            (folder / opts["file"]).write_text(body, encoding="utf-8")
+            written.append(opts["file"])
+    assert "pyproject.toml" in written and len([f for f in written if f.endswith(".py")]) >= 2
+    (folder / "results").mkdir()  # as the tutorial leaves it
+    py = fresh_venv(tmp_path / "venv", [build_wheel(folder, tmp_path / "dist")])
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])  # this raytestbed; the policies from the wheel
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+
+    def listing(what: str) -> str:
+        r = subprocess.run([str(py), "-m", "raytestbed.cli", what], cwd=elsewhere, env=env, capture_output=True,
+                           text=True, timeout=300)
+        assert r.returncode == 0, r.stderr
+        return r.stdout
+
+    pols = {ln.split()[0]: ln for ln in listing("policies").splitlines() if ln.strip()}
+    assert "my-scheduler" in pols["smallest-first"] and "my-scheduler" in pols["fewest-done-first"]
+    assert "my-scheduler" in next(ln for ln in listing("workloads").splitlines() if ln.split()[:1] == ["jsonl"])
 
 
 if __name__ == "__main__":

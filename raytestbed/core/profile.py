@@ -50,6 +50,7 @@ import numpy as np
 
 from raytestbed.core.job import StageProfile
 from raytestbed.errors import ConfigError
+from raytestbed.resources import package_dir
 
 FORMAT_VERSION = 1  #: version written to and required in every profile file
 
@@ -516,8 +517,8 @@ def load_profile_dir(path: str | os.PathLike[str]) -> dict[str, ModelProfile]:
 
 
 def default_profile_dir() -> Path:
-    """The shipped profiles: the ``workloads`` folder of the repository, its ``profiles`` subfolder."""
-    return Path(__file__).resolve().parents[2] / "workloads" / "profiles"
+    """The shipped profiles (``workloads/profiles/``, package data: :mod:`raytestbed.resources`)."""
+    return package_dir("profiles")
 
 
 @lru_cache(maxsize=1)

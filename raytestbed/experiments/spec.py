@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from raytestbed.config import LoadedTrial, load_trial, parse_trial, read_yaml
 from raytestbed.errors import ConfigError
+from raytestbed.resources import resolve
 
 DEFAULT_METRICS = ["total_jct_s", "avg_jct_s", "makespan_s"]
 #: each paper's objective, aggregated when the cells report it (raytestbed/results/objectives.py)
@@ -287,8 +288,10 @@ def trial_with(path: str | Path, overrides: dict[str, Any] | None = None, name: 
 
 
 def load_sweep(path: str | Path) -> Sweep:
-    """Read and validate a sweep file; trial paths resolve relative to it."""
+    """Read and validate a sweep file (a path, or a shipped sweep's name); trial paths resolve relative to it."""
     p = Path(path)
+    if not p.exists():
+        p = resolve(path, "sweeps", what="sweep file")
     data = read_yaml(p)
     if not isinstance(data, dict):
         raise ConfigError(f"{p}: a sweep must be a mapping")
@@ -308,9 +311,10 @@ def sweep_from_config(cfg: SweepConfig, path: Path) -> Sweep:
         raise ConfigError(f"{where}: trials: give at least one trial file")
     trials = []
     for ref in refs:
-        tp = (path.parent / ref) if not Path(ref).is_absolute() else Path(ref)
-        if not tp.is_file():
-            raise ConfigError(f"{where}: trials: {ref}: no such file")
+        try:
+            tp = resolve(ref, "trials", [path.parent], what="trial file")
+        except ConfigError as e:
+            raise ConfigError(f"{where}: trials: {e}") from None
         trials.append(load_trial(tp))
     policies = []
     for item in cfg.policies:

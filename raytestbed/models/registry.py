@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from raytestbed.errors import ConfigError
+from raytestbed.resources import package_dir
 
-MODELS_DIR = Path(__file__).resolve().parents[2] / "workloads" / "models"
+MODELS_DIR = package_dir("models")  #: the shipped model files (package data)
 ENV_VAR = "RAYTESTBED_MODELS_DIR"
 
 

@@ -44,7 +44,7 @@ from pydantic import Field, PositiveFloat, field_validator
 
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.errors import ConfigError
-from raytestbed.traces.datadir import find_data_dir
+from raytestbed.traces.datadir import data_file
 from raytestbed.traces.philly import read_philly
 from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
@@ -177,5 +177,5 @@ def sjfbco_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     p: SjfbcoWorkloadParams = parse_params(SjfbcoWorkloadParams, params, ctx.where)  # type: ignore[assignment]
     data = None
     if p.durations == "philly" or p.arrivals == "philly":
-        data = ctx.resolve(p.data_dir) if p.data_dir else find_data_dir([ctx.base_dir])
+        data = ctx.resolve(p.data_dir) if p.data_dir else data_file(str(PHILLY_FILE), [ctx.base_dir]).parents[1]
     return sjfbco_jobs(p, ctx.seed, ctx.cluster.nic_bps, data)

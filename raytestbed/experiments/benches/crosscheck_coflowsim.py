@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from raytestbed.config import REPO_ROOT as ROOT
+from raytestbed.resources import package_root
 from raytestbed.config import ClusterConfig, ServerGroup
 from raytestbed.core.job import admit_in_epochs
 from raytestbed.schedulers.base import make_policy
@@ -61,7 +61,7 @@ def run(name: str, gbps: float, epoch: float) -> tuple[dict[int, tuple[float, fl
     policy, params, _ = RUNS[name]
     cl = ClusterConfig(name="fb150", nic_gbps=gbps, intra_gbytes_per_s=300,
                        servers=[ServerGroup(count=150, gpus=8)]).build()
-    jobs = admit_in_epochs(load_workload("fb_coflow", {"mb_bytes": MIB}, cl, 1, ROOT), epoch)
+    jobs = admit_in_epochs(load_workload("fb_coflow", {"mb_bytes": MIB}, cl, 1, package_root()), epoch)
     t0, c0 = time.perf_counter(), time.process_time()
     res = Simulator(cl, jobs, make_policy("fifo", "placement", 1), make_policy(policy, "network", 1, **params),
                     mode="flow").run()

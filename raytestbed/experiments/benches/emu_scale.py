@@ -26,7 +26,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from raytestbed.config import REPO_ROOT as ROOT
+from raytestbed.resources import package_dir
 
 
 def run(trial: Path, out: Path, policy: str = "fifo") -> dict:
@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = args.out or Path(tempfile.mkdtemp(prefix="bench_emu_scale_"))
     out.mkdir(parents=True, exist_ok=True)
-    trials = ROOT / "workloads" / "trials"
+    trials = package_dir("trials")
     if not args.skip_replay:
         s = run(trials / "parity_realistic.yaml", out / "replay64")
         e = s["emulation"]

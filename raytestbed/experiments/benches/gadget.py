@@ -18,7 +18,7 @@ import time
 
 import numpy as np
 
-from raytestbed.config import REPO_ROOT as ROOT
+from raytestbed.resources import package_dir, package_root
 from raytestbed.config import load_cluster
 from raytestbed.placement.gvne import SlotJob, solve_exact, solve_greedy, solve_lp_rs_mde
 from raytestbed.placement.ring_embedding import Substrate, validate_embeddings
@@ -30,7 +30,7 @@ from raytestbed.traces.registry import load_workload
 def slot_instance(cluster, n_jobs: int, seed: int, tie_break: float = 1e-6) -> list[SlotJob]:
     """n_jobs active jobs with random progress, as GADGET builds them (ring sizes 1..q_i, pi from the sigmoid)."""
     rng = np.random.default_rng(1000 + seed)
-    jobs = load_workload("gadget", dict(jobs=n_jobs, slots=200, slot_s=60), cluster, seed, ROOT)
+    jobs = load_workload("gadget", dict(jobs=n_jobs, slots=200, slot_s=60), cluster, seed, package_root())
     out = []
     for j in jobs:
         u = job_utility(j)
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instances", type=int, default=10)
     ap.add_argument("--jobs", type=int, default=50)
     ap.add_argument("--time-limit", type=float, default=60.0)
-    ap.add_argument("--cluster", default=str(ROOT / "cluster_configs" / "gadget_fattree_50.yaml"))
+    ap.add_argument("--cluster", default=str(package_dir("clusters") / "gadget_fattree_50.yaml"))
     a = ap.parse_args(argv)
     cluster = load_cluster(a.cluster).build()
     sub = Substrate.full(cluster)

@@ -32,7 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
-from raytestbed.config import REPO_ROOT as REPO
+from raytestbed.resources import package_dir
 from raytestbed.config import load_cluster
 from raytestbed.core.job import Job
 from raytestbed.core.profile import default_profiles
@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--random-jobs", type=int, default=200)
     ap.add_argument("--random-models", default="vgg16,resnet101,inception_v3,gnmt,gnmt_large,gpt-small,vgg19-cifar")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cluster", default=str(REPO / "cluster_configs" / "asrpt_sim_250x8.yaml"))
+    ap.add_argument("--cluster", default=str(package_dir("clusters") / "asrpt_sim_250x8.yaml"))
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     for setup in args.config.split(","):  # CFG or CFG@GPUS

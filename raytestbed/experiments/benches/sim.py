@@ -14,7 +14,7 @@ import time
 import numpy as np
 import yaml
 
-from raytestbed.config import REPO_ROOT as REPO
+from raytestbed.resources import package_dir, package_root
 from raytestbed.config import load_cluster
 from raytestbed.core.profile import default_profiles
 from raytestbed.schedulers.base import make_policy
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=int, default=150_000)
     ap.add_argument("--policy", default="fifo")
-    ap.add_argument("--cluster", default=str(REPO / "cluster_configs" / "asrpt_sim_250x8.yaml"))
+    ap.add_argument("--cluster", default=str(package_dir("clusters") / "asrpt_sim_250x8.yaml"))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                     help="policy parameter (YAML value), e.g. --param tau=1 --param predictor=rf; repeatable")
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     cluster = load_cluster(args.cluster).build()
     c0 = time.process_time()
     t0 = time.perf_counter()
-    ctx = WorkloadContext(cluster, args.seed, REPO, default_profiles())
+    ctx = WorkloadContext(cluster, args.seed, package_root(), default_profiles())
     # Trace-like mix: ~70% single-GPU jobs (A-SRPT §V-B-2-b); load close to the cluster's capacity.
     jobs = synthetic_workload({
         "jobs": args.jobs + args.history, "mean_interarrival_s": 30.0, "groups": 2000, "users": 300,

@@ -33,7 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[3]  #: the checkout this file belongs to (data, git archive)
+#: the folder holding this raytestbed package (the child's code; the git archive's source)
+ROOT = Path(__file__).resolve().parents[3]
 #: the child runs this file as __main__ with the current folder (the code under test) first on sys.path,
 #: not this file's folder (``python FILE`` would put the benches folder there)
 _CHILD = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
@@ -49,7 +50,7 @@ def run_one(limit: int, arrival_scale: float, scheme: str, gbps: float = 10.0, m
     cl = ClusterConfig(name=f"parrot_150_{gbps:g}g", nic_gbps=gbps, intra_gbytes_per_s=300,
                        servers=[ServerGroup(count=150, gpus=8)]).build()
     jobs = load_workload("fb_coflow", {"limit": limit, "arrival_scale": arrival_scale, "mb_bytes": mb_bytes},
-                         cl, 1, ROOT)
+                         cl, 1, Path.cwd())
     fifo = make_policy("fifo", "placement", 1, spread="random")
     net = make_policy(scheme, "network", 1)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -66,8 +67,9 @@ def spawn(code_root: Path, a: argparse.Namespace, scheme: str, timeout: float | 
     from raytestbed.traces.datadir import find_data_dir as data_dir
 
     env = {**os.environ, "PYTHONPATH": str(code_root), "PYTHONDONTWRITEBYTECODE": "1"}
-    if data_dir() is not None:  # an extracted revision may find no data folder
-        env["RAYTESTBED_DATA_DIR"] = str(data_dir())
+    fb = data_dir(rel="coflow-fb2010/FB2010-1Hr-150-0.txt")
+    if fb is not None:  # an extracted revision may find no data folder
+        env["RAYTESTBED_DATA_DIR"] = str(fb)
     try:
         out = subprocess.run([sys.executable, "-c", _CHILD, __file__, "--one", "--limit", str(a.limit), "--arrival-scale",
                               str(a.arrival_scale), "--schemes", scheme, "--gbps", str(a.gbps),

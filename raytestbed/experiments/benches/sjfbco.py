@@ -16,12 +16,12 @@ import argparse
 import os
 import time
 
-from raytestbed.config import REPO_ROOT as ROOT
+from raytestbed.resources import package_dir
 from raytestbed.config import load_cluster
 from raytestbed.core.timing import SjfbcoParams
 from raytestbed.placement.sjfbco_plan import SjfbcoPlanner
 from raytestbed.traces.datadir import find_data_dir
-from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, sjfbco_jobs
+from raytestbed.traces.sjfbco_workload import PHILLY_FILE, SjfbcoWorkloadParams, sjfbco_jobs
 
 GOAL_S = 2.0
 
@@ -42,8 +42,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--durations", choices=["philly", "uniform"], default="philly")
     args = ap.parse_args(argv)
-    cluster = load_cluster(ROOT / "cluster_configs" / "sjfbco_20servers.yaml").build()
-    jobs = sjfbco_jobs(SjfbcoWorkloadParams(durations=args.durations), 0, cluster.nic_bps, find_data_dir())
+    cluster = load_cluster(package_dir("clusters") / "sjfbco_20servers.yaml").build()
+    jobs = sjfbco_jobs(SjfbcoWorkloadParams(durations=args.durations), 0, cluster.nic_bps,
+                       find_data_dir(rel=PHILLY_FILE))
     params = SjfbcoParams(xi1=1.0, xi2_s=1e-4, degradation_alpha=1.0)
     rows = []
     cases = [

@@ -36,7 +36,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from raytestbed.config import REPO_ROOT as ROOT  # noqa: E402
+from raytestbed.resources import package_dir  # noqa: E402
 from raytestbed.config import load_cluster  # noqa: E402
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile  # noqa: E402
 from raytestbed.core.timing import SjfbcoModel, SjfbcoParams  # noqa: E402
@@ -52,7 +52,7 @@ from raytestbed.schedulers.base import (  # noqa: E402
 )
 from raytestbed.sim.engine import Simulator  # noqa: E402
 from raytestbed.traces.datadir import find_data_dir  # noqa: E402
-from raytestbed.traces.sjfbco_workload import SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
+from raytestbed.traces.sjfbco_workload import PHILLY_FILE, SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
 
 XI1, XI2 = 1.0, 1e-4
 
@@ -127,8 +127,8 @@ def calibration(k: int = 3) -> dict:
 
 
 def run_case(seed: int, policy: str, comm_fraction: float, scale: float, alphas: list[float]) -> pd.DataFrame:
-    cluster = load_cluster(ROOT / "cluster_configs" / "sjfbco_20servers.yaml").build()
-    data = find_data_dir()
+    cluster = load_cluster(package_dir("clusters") / "sjfbco_20servers.yaml").build()
+    data = find_data_dir(rel=PHILLY_FILE)
     durations = "philly" if data is not None and (data / "philly-jobs-rfold").is_dir() else "uniform"
     jobs = sjfbco_jobs(SjfbcoWorkloadParams(durations=durations, comm_fraction=comm_fraction), seed,
                        cluster.nic_bps, data)
@@ -173,7 +173,7 @@ def md_table(df: pd.DataFrame) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", default=str(ROOT / "results" / "sjfbco_model_vs_flow"))
+    ap.add_argument("--out", default=str(Path("results") / "sjfbco_model_vs_flow"))
     ap.add_argument("--quick", action="store_true", help="one seed, one comm fraction, coarser scale")
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--iteration-scale", type=float, default=0.05)

@@ -30,7 +30,7 @@ import threading
 import time
 from pathlib import Path
 
-from raytestbed.config import REPO_ROOT as ROOT
+from raytestbed.resources import package_dir
 from raytestbed.emu.raysession import RaySession
 
 
@@ -84,7 +84,7 @@ def ray_worker_pids() -> list[int]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--trial", type=Path, default=ROOT / "workloads" / "trials" / "soak_1h.yaml")
+    ap.add_argument("--trial", type=Path, default=package_dir("trials") / "soak_1h.yaml")
     ap.add_argument("--out", type=Path, default=None)
     ap.add_argument("--every", type=float, default=5.0, help="wall seconds between memory samples")
     ap.add_argument("--warmup", type=float, default=0.2, help="share of the wall time before the reference sample")

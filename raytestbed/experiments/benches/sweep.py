@@ -27,13 +27,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from raytestbed.config import REPO_ROOT, load_trial
+from raytestbed.config import load_trial
+from raytestbed.resources import package_dir
 from raytestbed.emu.raysession import local_cluster
 from raytestbed.experiments.runner import run_sweep
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep
 from raytestbed.experiments.tables import deterministic_columns
 
-TRIAL = REPO_ROOT / "workloads" / "trials" / "asrpt_aaic_paper.yaml"
+TRIAL = package_dir("trials") / "asrpt_aaic_paper.yaml"
 ASRPT_POLICIES = ["asrpt", "asrpt-perfect", "spjf", "spwf", "wcs-duration", "wcs-workload", "wcs-subtime"]
 
 

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from raytestbed.config import REPO_ROOT
+from raytestbed.resources import package_dir
 from raytestbed.experiments.spec import Sweep
 
-TRIALS = REPO_ROOT / "workloads" / "trials"
+TRIALS = package_dir("trials")
 
 
 @dataclass(frozen=True)

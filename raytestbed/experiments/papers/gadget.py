@@ -158,7 +158,7 @@ def small_slot(cluster, n_jobs: int, seed: int, family: str = "sigmoid"):
     few jobs compete); ``envelope`` — pi from its concave envelope (every job has value per worker,
     so the slot is capacity-bound).
     """
-    from raytestbed.config import REPO_ROOT
+    from raytestbed.resources import package_root
     from raytestbed.core.cluster import Cluster
     from raytestbed.placement.gvne import SlotJob
     from raytestbed.placement.utility import job_utility
@@ -170,7 +170,7 @@ def small_slot(cluster, n_jobs: int, seed: int, family: str = "sigmoid"):
     racks = tuple(r for r in cluster.racks if r.rack_id in racks_used)
     c = Cluster(servers, cluster.intra_bps, racks, name="gadget-12")
     rng = np.random.default_rng(5000 + seed)
-    jobs = load_workload("gadget", dict(jobs=n_jobs, slots=200, slot_s=SLOT_S), c, 10_000 + seed, REPO_ROOT)
+    jobs = load_workload("gadget", dict(jobs=n_jobs, slots=200, slot_s=SLOT_S), c, 10_000 + seed, package_root())
     out = []
     for j in jobs:
         u = job_utility(j)
