@@ -24,6 +24,8 @@ from tqdm import tqdm
 
 from raytestbed.config import LoadedTrial
 from raytestbed.core.timing import make_iteration_model
+from raytestbed.core.gpu_types import GpuSpeeds
+from raytestbed.traces.throughputs import load_throughputs
 from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.results.objectives import CoflowClock, utility_summary
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
@@ -152,6 +154,12 @@ class _FinishedJournal:
         self.writer.finished(job_rows([rec])[0], self._intervals.pop(jid, []), extra)
 
 
+def trial_speeds(loaded: LoadedTrial, cluster) -> GpuSpeeds:
+    """The per-type speeds of a trial: its cluster's GPU types and factors, and its throughput table."""
+    ref = loaded.trial.timing.throughputs
+    return GpuSpeeds(cluster, load_throughputs(ref, loaded.base_dir) if ref else None)
+
+
 def run_into(
     folder: Path,
     loaded: LoadedTrial,
@@ -200,6 +208,17 @@ def run_into(
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"timing.model_params: {e}") from None
+    speeds = trial_speeds(loaded, cluster)
+    if spec.name != "sim" and not speeds.uniform:
+        raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds run on the simulator "
+                          "only (the emulator charges every GPU its profile's time)")
+    if trial.timing.mode == "flow" and spec.name == "sim" and not speeds.uniform:
+        raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds need timing.mode: "
+                          "analytic (the flow timing runs every GPU at its profile's speed)")
+    if trial.timing.mode == "flow" and spec.name == "sim" and trial.timing.restore_s > 0:
+        raise ConfigError("timing.restore_s needs timing.mode: analytic")
+    if spec.name != "sim" and trial.timing.restore_s > 0:
+        raise ConfigError("timing.restore_s: only the sim backend charges a checkpoint restore")
     if trial.timing.until_s is not None and spec.name != "sim":
         raise ConfigError("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
                           "to its end)")
@@ -249,7 +268,8 @@ def run_into(
             engine = Simulator(cluster, to_run, policy, netpol, mode=trial.timing.mode, model=model,
                                iterations_per_coflow=trial.timing.iterations_per_coflow,
                                schedule=trial.timing.schedule, faults=faults,
-                               until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
+                               until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress,
+                               speeds=speeds, restore_s=trial.timing.restore_s)
             holder["journal"] = _FinishedJournal(journal, engine)
             res = engine.run()
         else:

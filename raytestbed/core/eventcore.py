@@ -25,6 +25,7 @@ ticking forever. A :class:`WakeUp` decision gives exactly one Tick at its time.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,18 +88,26 @@ class EventCore:
         on_decisions: called (event, policy name, wall seconds, decisions) for every ``on_event``
             call that returned decisions.
         progress: called (finished jobs, total jobs) whenever a job finishes.
+        speeds: per-type speeds policies see (``view.speeds``); None: the cluster's factors, no table.
+        restore_s: seconds a job spends restoring its checkpoint whenever it starts again after a
+            preemption, a failure or a resize (it holds its GPUs and makes no progress meanwhile);
+            the backend charges it (:meth:`restore_until`).
     """
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policies: Sequence[Policy],
                  faults: Iterable[Fault] = (), on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, speeds=None,
+                 restore_s: float = 0.0) -> None:
+        if not (restore_s >= 0 and math.isfinite(restore_s)):
+            raise ValueError(f"restore_s must be a finite number >= 0, got {restore_s!r}")
         self.cluster = cluster
+        self.restore_s = float(restore_s)
         self.jobs = {j.job_id: j for j in jobs}
         if len(self.jobs) != len(jobs):
             raise ValueError("job ids are not unique")
         self.policies = [p for p in policies if p is not None]
-        self.state = ClusterState(cluster)
+        self.state = ClusterState(cluster, speeds=speeds)
         self.view = self.state.view()
         self.records = {j.job_id: JobRecord(j) for j in jobs}
         self.busy: list[BusyInterval] = []  #: closed GPU-holding intervals (job, start s, end s, GPUs)
@@ -115,6 +124,7 @@ class EventCore:
         self._seq = 0
         self._immediate: deque[Event] = deque()
         self._tick_led_to_decision = False
+        self._starts: dict[int, int] = {}  #: job id -> times started (a restart pays ``restore_s``)
         for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
             self.push(j.arrival_s, P_ARRIVAL, ("arrival", j.job_id))
         for f in faults:
@@ -157,6 +167,7 @@ class EventCore:
         elif kind == "slow_nic":
             self.slow_nic(item[1], item[2])
         elif kind == "tick":
+            self.before_tick()
             self._tick_led_to_decision = False
             self.emit(Tick(t))
             self.drain()
@@ -165,6 +176,7 @@ class EventCore:
                 self.push(t + self.tick_s, P_TICK, ("tick",))
             return True
         elif kind == "wake":
+            self.before_tick()
             self.emit(Tick(t))
         else:
             return False
@@ -219,9 +231,17 @@ class EventCore:
     # ------------------------------------------------------------------ job life cycle
     def start(self, job: Job, placement: Placement) -> None:
         """Book ``job`` on ``placement`` now, tell the backend, announce it."""
+        self._starts[job.job_id] = self._starts.get(job.job_id, 0) + 1
         self.book.start(job, placement, self.iterations_done(job.job_id))
         self.emit(JobStarted(self.state.now, job.job_id, placement))
         self.run_started(job, placement)
+
+    def restore_until(self, jid: int) -> float:
+        """When running job ``jid`` (just started) makes progress again: now, or now + ``restore_s`` if this
+        is not its first start (it resumes from a checkpoint), seconds."""
+        if self.restore_s > 0 and self._starts.get(jid, 0) > 1:
+            return self.state.now + self.restore_s
+        return self.state.now
 
     def stop(self, jid: int, count: str | None = None) -> RunningJob:
         """Take running job ``jid`` off its GPUs, keeping its progress (``count``: ``preemptions`` /
@@ -260,6 +280,10 @@ class EventCore:
 
     def run_finished(self, jid: int) -> None:
         """``jid`` finished (before it is booked off)."""
+
+    def before_tick(self) -> None:
+        """A ``Tick`` is about to reach the policies: bring what they read of running jobs
+        (``RunningJob.iterations_done``) up to now, if the backend keeps it lazily."""
 
     def after_release(self) -> None:
         """GPUs were released (a job stopped or finished); e.g. re-price contention-dependent jobs."""
