@@ -154,10 +154,21 @@ class _FinishedJournal:
         self.writer.finished(job_rows([rec])[0], self._intervals.pop(jid, []), extra)
 
 
-def trial_speeds(loaded: LoadedTrial, cluster) -> GpuSpeeds:
-    """The per-type speeds of a trial: its cluster's GPU types and factors, and its throughput table."""
+def check_identical_servers(name: str, cls: type, cluster) -> None:
+    """ConfigError (one line) if policy ``name`` needs identical servers and ``cluster``'s differ."""
+    reason = getattr(cls, "needs_identical_servers", None)
+    if reason and not cluster.identical_servers:
+        counts = ", ".join(map(str, sorted({s.gpus for s in cluster.servers})))
+        raise ConfigError(f"policy {name!r} needs identical servers (the same GPU count each): {reason}; cluster "
+                          f"{cluster.name!r} has servers of {counts} GPUs")
+
+
+def trial_speeds(loaded: LoadedTrial, cluster, jobs=None) -> GpuSpeeds:
+    """The per-type speeds of a trial: its cluster's GPU types and factors, and its throughput table
+    (``timing.throughputs``, else the table the workload brought, e.g. a ``gavel`` trace's)."""
     ref = loaded.trial.timing.throughputs
-    return GpuSpeeds(cluster, load_throughputs(ref, loaded.base_dir) if ref else None)
+    table = load_throughputs(ref, loaded.base_dir) if ref else getattr(jobs, "throughputs", None)
+    return GpuSpeeds(cluster, table)
 
 
 def run_into(
@@ -198,6 +209,7 @@ def run_into(
     policy = make_policy(pair.placement, "placement", seed, search,
                          **with_workload_history(pair.placement, params.get(pair.placement, {}), loaded_jobs,
                                                  search))
+    check_identical_servers(pair.placement, type(policy), cluster)
     netpol = None
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))
@@ -208,7 +220,7 @@ def run_into(
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"timing.model_params: {e}") from None
-    speeds = trial_speeds(loaded, cluster)
+    speeds = trial_speeds(loaded, cluster, loaded_jobs)
     if spec.name != "sim" and not speeds.uniform:
         raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds run on the simulator "
                           "only (the emulator charges every GPU its profile's time)")
@@ -321,6 +333,10 @@ def run_into(
     if previous is not None:
         meta["resumed"] = {"journaled_jobs": len(previous.rows), "rerun_jobs": len(to_run)}
     summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
+    typed = getattr(engine, "type_gpu_seconds", None)
+    if len(cluster.gpu_types) > 1 and typed and previous is None and summary["makespan_s"] > 0:
+        n = cluster.gpus_by_type()
+        summary["gpu_utilisation_by_type"] = {t: typed[t] / (n[t] * summary["makespan_s"]) for t in n}
     write_json(folder / "summary.json", summary)
     resolved = loaded.resolved()
     resolved.update({"policy": pair.placement, "network_policy": pair.network, "seed": seed,
@@ -443,10 +459,13 @@ def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:
     if len(set(names)) != len(names):
         raise ConfigError(f"--policies lists a policy twice: {', '.join(names)}")
     search = [loaded.base_dir]
-    for p in pairs:  # fail on an unknown or broken policy before anything runs
-        make_policy(p.placement, "placement", trial.seed, search, **trial.policy_params.get(p.placement, {}))
+    cluster = loaded.cluster_config.build()
+    for p in pairs:  # fail on an unknown or broken policy, or one the cluster does not suit, before anything runs
+        pol = make_policy(p.placement, "placement", trial.seed, search, **trial.policy_params.get(p.placement, {}))
+        check_identical_servers(p.placement, type(pol), cluster)
         if p.network:
-            make_policy(p.network, "network", trial.seed, search, **trial.policy_params.get(p.network, {}))
+            net = make_policy(p.network, "network", trial.seed, search, **trial.policy_params.get(p.network, {}))
+            check_identical_servers(p.network, type(net), cluster)
     return pairs
 
 

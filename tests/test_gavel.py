@@ -137,3 +137,59 @@ def test_heterogeneity_aware_las_puts_the_jobs_that_gain_on_the_fast_type(speeds
     agn = Simulator(c, jobs, make_policy("max_min_fairness", seed=1), speeds=sp).run()
     mean = lambda res: np.mean([r.finish_s - r.job.arrival_s for r in res.records])  # noqa: E731
     assert mean(perf) < mean(agn)
+
+
+# ---------------------------------------------------------------------------------------- the gavel workload
+TRACE = ("ResNet-18 (batch size 128)\tpython3 main.py --batch_size 128\timage_classification/cifar10\t--num_steps\t1\t"
+         "3600\t1\t1\t-1.000000\t0\n"
+         "LM (batch size 5)\tpython3 main.py --batch_size 5\tlanguage_modeling\t--steps\t1\t720\t2\t2\t-1\t400\n")
+
+
+def gavel_trial(tmp_path, policy="max_min_fairness_perf", trace=TRACE):
+    (tmp_path / "jobs.trace").write_text(trace)
+    (tmp_path / "table.json").write_text(json.dumps({
+        "v100": {"('ResNet-18 (batch size 128)', 1)": {"null": 2.0}, "('LM (batch size 5)', 2)": {"null": 1.0}},
+        "k80": {"('ResNet-18 (batch size 128)', 1)": {"null": 0.5}, "('LM (batch size 5)', 2)": {"null": 0.2}}}))
+    import yaml
+
+    t = {"name": "g", "seed": 0, "policy": policy,
+         "cluster": {"nic_gbps": 10, "intra_gbytes_per_s": 100,
+                     "servers": [{"gpus": 2, "gpu_type": "v100"}, {"gpus": 2, "gpu_type": "k80"}]},
+         "workload": {"kind": "gavel", "path": "jobs.trace", "throughputs": "table.json"}}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(t))
+    return tmp_path / "t.yaml"
+
+
+def test_gavel_trace_runs_at_the_table_speeds(tmp_path):
+    """Gavel's ten fields: the ResNet job (3,600 steps, 1 GPU, arrival 0) and the LM job (720 steps, 2 GPUs,
+    weight 2, arrival 400 s). FIFO-perf puts the ResNet job on a V100 at the first round: 3,600 / 2 = 1,800 s.
+    The LM job waits for the round at 720 s, when only the K80s have room for 2 GPUs (0.2 steps/s). The
+    ResNet job ends at 1,800 s, itself a round boundary (completions come before the round's tick), and
+    fifo_perf, starting afresh, moves the LM job to the V100s: 1,080 s x 0.2 = 216 steps done on the K80s,
+    the other 504 at 1 step/s, finished at 2,304 s."""
+    import pandas as pd
+
+    from raytestbed.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", str(gavel_trial(tmp_path, "fifo_perf")), "--out", str(out), "--quiet"]) == 0
+    jobs = pd.read_csv(out / "jobs.csv").set_index("job_id")
+    assert list(jobs["model"]) == ["ResNet-18 (batch size 128)", "LM (batch size 5)"]
+    assert list(jobs["gpus"]) == [1, 2] and list(jobs["iterations"]) == [3600, 720]
+    assert jobs.loc[0, "finish_s"] == pytest.approx(1800.0)
+    assert jobs.loc[1, "arrival_s"] == 400.0
+    assert jobs.loc[1, "first_start_s"] == 720.0
+    assert jobs.loc[1, "finish_s"] == pytest.approx(1800.0 + 504.0)
+    assert jobs.loc[1, "preemptions"] == 1
+
+
+def test_gavel_trace_bad_lines_are_one_line_errors(tmp_path, capsys):
+    from raytestbed.cli import main
+
+    bad = TRACE.replace("\t720\t2\t2\t", "\t720\t3\t2\t")  # LM at scale factor 3: not in the table
+    assert main(["run", str(gavel_trial(tmp_path, trace=bad)), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs.trace line 2: job type 'LM (batch size 5)' at scale factor 3 is not in the throughput table" in err
+    short = TRACE.split("\n")[0].rsplit("\t", 1)[0] + "\n"
+    assert main(["run", str(gavel_trial(tmp_path, trace=short)), "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    assert "jobs.trace line 1: 9 tab-separated fields, Gavel's trace format has 10" in capsys.readouterr().err

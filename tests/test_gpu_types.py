@@ -211,17 +211,22 @@ def _trial(tmp_path, **timing):
 
 def test_trial_reads_the_throughput_table_and_restore_cost(tmp_path):
     """A trial with ``timing.throughputs`` runs its vgg16 jobs at the table's speeds: every job's
-    iteration time is 1/2 s (V100) or 2 s (K80)."""
+    iteration time is 1/2 s (V100) or 2 s (K80). The summary's per-type utilisation adds up to the jobs'
+    GPU-seconds."""
     import pandas as pd
 
     from raytestbed.trial import PolicyPair, run_into
 
     loaded = _trial(tmp_path, restore_s=30.0)
-    run_into(tmp_path / "out", loaded, PolicyPair("fifo"), 1, "sim", show_progress=False,
-             report=False)
+    summary = run_into(tmp_path / "out", loaded, PolicyPair("fifo"), 1, "sim", show_progress=False,
+                       report=False)
     jobs = pd.read_csv(tmp_path / "out" / "jobs.csv")
     assert (jobs["status"] == "finished").all()
     assert set(jobs["iteration_time_s"].round(9)) <= {0.5, 2.0}
+    by_type = summary["gpu_utilisation_by_type"]
+    assert set(by_type) == {"v100", "k80"} and all(0 <= u <= 1 for u in by_type.values())
+    held = sum(u * 2 * summary["makespan_s"] for u in by_type.values())
+    assert held == pytest.approx(jobs["gpu_seconds"].sum())
 
 
 @pytest.mark.parametrize("timing,backend,message", [

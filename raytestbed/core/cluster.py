@@ -32,6 +32,10 @@ LinkId = tuple[str, int]
 DEFAULT_GPU_TYPE = "default"
 
 
+class NotIdenticalServers(ValueError):
+    """Something that assumes identical servers (g GPUs each) met a cluster whose servers differ."""
+
+
 @dataclass(frozen=True, slots=True)
 class Server:
     """One GPU server.
@@ -129,8 +133,19 @@ class Cluster:
     def gpus_per_server(self) -> int:
         """g, the GPUs of every server; raises if servers differ (A-SRPT assumes identical servers)."""
         if self._g is None:
-            raise ValueError("servers have different GPU counts; g is undefined")
+            counts = sorted({s.gpus for s in self.servers})
+            raise NotIdenticalServers(f"cluster {self.name!r} has servers of {', '.join(map(str, counts))} GPUs "
+                                      f"(g, the GPUs of every server, is undefined)")
         return self._g
+
+    @property
+    def identical_servers(self) -> bool:
+        """True when every server has the same GPU count (A-SRPT's g is defined)."""
+        return self._g is not None
+
+    def gpus_of_server(self) -> dict[int, int]:
+        """Server id -> its GPU count g_m."""
+        return {s.server_id: s.gpus for s in self.servers}
 
     @property
     def nic_bps(self) -> float:

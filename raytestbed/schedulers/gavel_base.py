@@ -65,6 +65,7 @@ class GavelRoundPolicy(Policy):
     """
 
     role = "placement"
+    progress_at_ticks = True  #: remaining iterations are read at each round
     perf = True  #: heterogeneity-aware: types in order of speed; else shuffled each round
     zero_priority_waits = False  #: FIFO: a job with priority 0 is not scheduled even if GPUs are left
 
