@@ -145,7 +145,7 @@ TRACE = ("ResNet-18 (batch size 128)\tpython3 main.py --batch_size 128\timage_cl
          "LM (batch size 5)\tpython3 main.py --batch_size 5\tlanguage_modeling\t--steps\t1\t720\t2\t2\t-1\t400\n")
 
 
-def gavel_trial(tmp_path, policy="max_min_fairness_perf", trace=TRACE):
+def gavel_trial(tmp_path, policy="max_min_fairness_perf", trace=TRACE, params=None):
     (tmp_path / "jobs.trace").write_text(trace)
     (tmp_path / "table.json").write_text(json.dumps({
         "v100": {"('ResNet-18 (batch size 128)', 1)": {"null": 2.0}, "('LM (batch size 5)', 2)": {"null": 1.0}},
@@ -155,14 +155,15 @@ def gavel_trial(tmp_path, policy="max_min_fairness_perf", trace=TRACE):
     t = {"name": "g", "seed": 0, "policy": policy,
          "cluster": {"nic_gbps": 10, "intra_gbytes_per_s": 100,
                      "servers": [{"gpus": 2, "gpu_type": "v100"}, {"gpus": 2, "gpu_type": "k80"}]},
-         "workload": {"kind": "gavel", "path": "jobs.trace", "throughputs": "table.json"}}
+         "workload": {"kind": "gavel", "path": "jobs.trace", "throughputs": "table.json"},
+         "policy_params": {policy: params or {}}}
     (tmp_path / "t.yaml").write_text(yaml.safe_dump(t))
     return tmp_path / "t.yaml"
 
 
 def test_gavel_trace_runs_at_the_table_speeds(tmp_path):
     """Gavel's ten fields: the ResNet job (3,600 steps, 1 GPU, arrival 0) and the LM job (720 steps, 2 GPUs,
-    weight 2, arrival 400 s). FIFO-perf puts the ResNet job on a V100 at the first round: 3,600 / 2 = 1,800 s.
+    weight 2, arrival 400 s). With an allocation at every round that sees a change, FIFO-perf puts the ResNet job on a V100 at the first round: 3,600 / 2 = 1,800 s.
     The LM job waits for the round at 720 s, when only the K80s have room for 2 GPUs (0.2 steps/s). The
     ResNet job ends at 1,800 s, itself a round boundary (completions come before the round's tick), and
     fifo_perf, starting afresh, moves the LM job to the V100s: 1,080 s x 0.2 = 216 steps done on the K80s,
@@ -172,7 +173,8 @@ def test_gavel_trace_runs_at_the_table_speeds(tmp_path):
     from raytestbed.cli import main
 
     out = tmp_path / "out"
-    assert main(["run", str(gavel_trial(tmp_path, "fifo_perf")), "--out", str(out), "--quiet"]) == 0
+    trial = gavel_trial(tmp_path, "fifo_perf", params={"reset_interval_s": 0})
+    assert main(["run", str(trial), "--out", str(out), "--quiet"]) == 0
     jobs = pd.read_csv(out / "jobs.csv").set_index("job_id")
     assert list(jobs["model"]) == ["ResNet-18 (batch size 128)", "LM (batch size 5)"]
     assert list(jobs["gpus"]) == [1, 2] and list(jobs["iterations"]) == [3600, 720]
@@ -181,6 +183,21 @@ def test_gavel_trace_runs_at_the_table_speeds(tmp_path):
     assert jobs.loc[1, "first_start_s"] == 720.0
     assert jobs.loc[1, "finish_s"] == pytest.approx(1800.0 + 504.0)
     assert jobs.loc[1, "preemptions"] == 1
+
+
+def test_gavel_allocation_waits_for_the_reset_interval(tmp_path):
+    """Gavel's default: a new allocation at most every 1,920 s. The allocation made at 0 s has no LM job,
+    so it waits for the first round at or after 1,920 s (2,160 s); the ResNet job is gone by then and the
+    LM job takes the V100s: 720 steps at 1 step/s, finished at 2,880 s."""
+    import pandas as pd
+
+    from raytestbed.cli import main
+
+    out = tmp_path / "out"
+    assert main(["run", str(gavel_trial(tmp_path, "fifo_perf")), "--out", str(out), "--quiet"]) == 0
+    jobs = pd.read_csv(out / "jobs.csv").set_index("job_id")
+    assert jobs.loc[0, "finish_s"] == pytest.approx(1800.0)
+    assert (jobs.loc[1, "first_start_s"], jobs.loc[1, "finish_s"]) == pytest.approx((2160.0, 2880.0))
 
 
 def test_gavel_trace_bad_lines_are_one_line_errors(tmp_path, capsys):

@@ -8,14 +8,18 @@ At each round:
 
 1. the time each job received on each type in the last round is added to ``time[j][k]`` and to the
    type's total ``worker_time[k]`` (seconds of the job's run, whatever its GPU count, as Gavel counts);
-2. when the set of jobs (or of live GPUs) changed, X is computed again and these counters restart at
-   ``round_s / 2`` per job and type (Gavel's reset);
+2. when the set of jobs (or of live GPUs) changed and at least ``reset_interval_s`` (Gavel's
+   ``minimum_time_between_allocation_resets``, 1,920 s) passed since the last computation, X is computed
+   again and these counters restart at ``round_s / 2`` per job and type (Gavel's reset); a job that
+   arrived since then is not in X and waits for the next computation (0 = every round with a change);
 3. priorities ``p[k][j] = X[j, k] / (time[j][k] / worker_time[k])`` — allocation over the share of
    the type's time received — (``X[j, k] x 1e9`` while that share is 0; 0 where X or the job's
    throughput on k is 0);
 4. per type, in the type order (:meth:`GavelRoundPolicy.type_order`: fastest first for the
    heterogeneity-aware policies, shuffled by the seed for the others), jobs in decreasing priority
-   (ties: larger X) are taken greedily while the type has GPUs for them; a job runs on one type;
+   (ties: larger X) are taken greedily while the type has GPUs for them; a job runs on one type, and a
+   job outside X does not run (Gavel's simulator lets such a job take GPUs in this greedy pass that then
+   stay idle; here it takes none);
 5. a job scheduled on the type it already runs on keeps its GPUs (Gavel's lease extension); every
    other running job is preempted (``Preempt``), then the newly scheduled jobs are placed on free GPUs
    of their type: the server of that type with the fewest free GPUs that holds the whole job, else
@@ -30,6 +34,7 @@ do: Gavel's jobs declare their total steps.
 
 from __future__ import annotations
 
+import math
 import random
 from abc import abstractmethod
 
@@ -49,10 +54,13 @@ from raytestbed.schedulers.base import (
     ServerLost,
     StartJob,
     Tick,
+    WakeUp,
 )
 
 #: Gavel's round length, seconds
 GAVEL_ROUND_S = 360.0
+#: Gavel's least time between two allocations (``minimum_time_between_allocation_resets``), seconds
+GAVEL_RESET_INTERVAL_S = 1920.0
 
 
 class GavelRoundPolicy(Policy):
@@ -62,6 +70,7 @@ class GavelRoundPolicy(Policy):
     Args:
         seed: seeds the type order of policies that are not heterogeneity-aware.
         round_s: round length, seconds.
+        reset_interval_s: least time between two allocations, seconds (Gavel's default 1,920).
     """
 
     role = "placement"
@@ -69,11 +78,18 @@ class GavelRoundPolicy(Policy):
     perf = True  #: heterogeneity-aware: types in order of speed; else shuffled each round
     zero_priority_waits = False  #: FIFO: a job with priority 0 is not scheduled even if GPUs are left
 
-    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S) -> None:
+    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S,
+                 reset_interval_s: float = GAVEL_RESET_INTERVAL_S) -> None:
         super().__init__(seed)
         if not round_s > 0:
             raise ValueError(f"round_s must be > 0 seconds, got {round_s!r}")
+        if not reset_interval_s >= 0:
+            raise ValueError(f"reset_interval_s must be >= 0 seconds, got {reset_interval_s!r}")
         self.round_s = float(round_s)
+        self.reset_interval_s = float(reset_interval_s)
+        self._last_reset: float | None = None
+        self._last_round: float | None = None
+        self._wake_at: float | None = None  #: the round a deferred allocation waits for
         self.tick_interval_s = self.round_s
         self._rng = random.Random(seed)
         self.active: dict[int, Job] = {}  #: arrived, unfinished jobs, by id
@@ -143,6 +159,9 @@ class GavelRoundPolicy(Policy):
 
     def _round(self, view: ClusterView) -> list[Decision]:
         now = view.now
+        if self._last_round == now:
+            return []  # a second Tick at this instant (a WakeUp on the round grid): the round is done
+        self._last_round = now
         for jid, rj in view.running.items():
             self._done[jid] = rj.iterations_done
         # 1. time received last round
@@ -163,8 +182,16 @@ class GavelRoundPolicy(Policy):
             self.scheduled = {}
             return []
         T = self.throughputs(jobs, types, view)
-        # 2. a new allocation when the jobs or the GPUs changed
-        if self._changed or any(j.job_id not in self.alloc for j in jobs):
+        # 2. a new allocation when the jobs or the GPUs changed, at most every reset_interval_s
+        wake: list[Decision] = []
+        if self._changed and self._last_reset is not None and now - self._last_reset < self.reset_interval_s:
+            # deferred: make sure a round comes then, even if nothing runs meanwhile (ticks would stop)
+            due = math.ceil((self._last_reset + self.reset_interval_s) / self.round_s - 1e-9) * self.round_s
+            if self._wake_at != due:
+                self._wake_at = due
+                wake.append(WakeUp(due))
+        elif self._changed:
+            self._last_reset = now
             X = self.allocation(jobs, types, T, workers, view)
             self.allocations += 1
             self.alloc = {j.job_id: {k: float(X[i, c]) for c, k in enumerate(types)} for i, j in enumerate(jobs)}
@@ -177,6 +204,8 @@ class GavelRoundPolicy(Policy):
         for k in self.type_order(types, T):
             per = []
             for i, j in enumerate(jobs):
+                if j.job_id not in self.alloc:
+                    continue  # arrived after the allocation: waits for the next one
                 x = self.alloc[j.job_id].get(k, 0.0)
                 if x <= 0 or T[i, idx[k]] <= 0:
                     prio = 0.0
@@ -199,7 +228,7 @@ class GavelRoundPolicy(Policy):
             left[k] -= j.gpus
             chosen[j.job_id] = k
         self.scheduled = chosen
-        return self._placements(chosen, view)
+        return wake + self._placements(chosen, view)
 
     # ------------------------------------------------------------------ 5. placements
     def _placements(self, chosen: dict[int, str], view: ClusterView) -> list[Decision]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from raytestbed.schedulers.base import register_policy
-from raytestbed.schedulers.gavel_base import GAVEL_ROUND_S, GavelRoundPolicy
+from raytestbed.schedulers.gavel_base import GAVEL_RESET_INTERVAL_S, GAVEL_ROUND_S, GavelRoundPolicy
 
 
 def fifo_types(jobs, types, T, workers, kept: dict[int, str], pick) -> dict[int, str]:
@@ -49,8 +49,9 @@ class GavelFifoPolicy(GavelRoundPolicy):
     perf = False
     zero_priority_waits = True
 
-    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S) -> None:
-        super().__init__(seed, round_s)
+    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S,
+                 reset_interval_s: float = GAVEL_RESET_INTERVAL_S) -> None:
+        super().__init__(seed, round_s, reset_interval_s)
         self.assigned: dict[int, str] = {}
 
     def allocation(self, jobs, types, T, workers, view):

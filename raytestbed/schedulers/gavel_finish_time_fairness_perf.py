@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from raytestbed.schedulers.base import register_policy
-from raytestbed.schedulers.gavel_base import GAVEL_ROUND_S, GavelRoundPolicy
+from raytestbed.schedulers.gavel_base import GAVEL_RESET_INTERVAL_S, GAVEL_ROUND_S, GavelRoundPolicy
 from raytestbed.schedulers.gavel_lp import finish_time_fairness, isolated_share
 
 
@@ -24,8 +24,9 @@ class GavelFinishTimeFairnessPerfPolicy(GavelRoundPolicy):
     name = "finish_time_fairness_perf"
     perf = True
 
-    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S) -> None:
-        super().__init__(seed, round_s)
+    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S,
+                 reset_interval_s: float = GAVEL_RESET_INTERVAL_S) -> None:
+        super().__init__(seed, round_s, reset_interval_s)
         self.isolated_time: dict[int, float] = {}  #: c_j, seconds
         self._prev: dict[int, tuple[float, float]] = {}  #: job -> (iterations left, isolated iterations/s) then
         self.last_rho = float("nan")

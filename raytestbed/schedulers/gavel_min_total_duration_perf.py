@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from raytestbed.schedulers.base import register_policy
-from raytestbed.schedulers.gavel_base import GAVEL_ROUND_S, GavelRoundPolicy
+from raytestbed.schedulers.gavel_base import GAVEL_RESET_INTERVAL_S, GAVEL_ROUND_S, GavelRoundPolicy
 from raytestbed.schedulers.gavel_lp import min_total_duration
 
 
@@ -22,8 +22,9 @@ class GavelMinTotalDurationPerfPolicy(GavelRoundPolicy):
     name = "min_total_duration_perf"
     perf = True
 
-    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S) -> None:
-        super().__init__(seed, round_s)
+    def __init__(self, seed: int = 0, round_s: float = GAVEL_ROUND_S,
+                 reset_interval_s: float = GAVEL_RESET_INTERVAL_S) -> None:
+        super().__init__(seed, round_s, reset_interval_s)
         self.last_makespan_s = float("nan")
 
     def allocation(self, jobs, types, T, workers, view):
