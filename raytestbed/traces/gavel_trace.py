@@ -73,6 +73,7 @@ class GavelJobs(list):
 
 @register_workload("gavel")
 def gavel_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
+    """Jobs of a Gavel trace (ten tab-separated fields) at its throughput table's speeds (see the module docstring)."""
     p: GavelTraceParams = parse_params(GavelTraceParams, params, ctx.where)  # type: ignore[assignment]
     table = load_throughputs(p.throughputs, ctx.base_dir)
     jobs = GavelJobs()
