@@ -19,7 +19,7 @@ import yaml
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt, PositiveFloat,
                       PositiveInt, ValidationError, field_validator, model_validator)
 
-from raytestbed.core.cluster import Cluster, Rack, Server
+from raytestbed.core.cluster import DEFAULT_GPU_TYPE, Cluster, Rack, Server
 from raytestbed.errors import ConfigError
 from raytestbed.resources import package_dir, package_root, resolve
 from raytestbed.units import gbps_to_bytes_per_s, gbytes_per_s_to_bytes_per_s
@@ -53,6 +53,9 @@ class ServerGroup(_Strict):
     nic_gbps: PositiveFloat | None = Field(None, description="overrides the cluster's nic_gbps")
     memory_gb: float = Field(0.0, ge=0)
     rack: int | None = Field(None, ge=0, description="rack index (two-tier topology only)")
+    gpu_type: str = Field(DEFAULT_GPU_TYPE, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$",
+                          description="the type of every GPU of these servers, e.g. v100 (a row name of the "
+                          "throughput table, or a key of gpu_speed)")
 
 
 class RackConfig(_Strict):
@@ -74,6 +77,17 @@ class ClusterConfig(_Strict):
     servers_per_rack: PositiveInt | None = Field(
         None, description="assign servers to racks contiguously (when groups give no rack)"
     )
+    gpu_speed: dict[str, PositiveFloat] = Field(
+        default_factory=dict, description="GPU type -> compute speed factor relative to the model profiles "
+        "(profiled compute time / factor = time on that type); types not listed: 1")
+
+    @model_validator(mode="after")
+    def _types_known(self) -> "ClusterConfig":
+        types = {g.gpu_type for g in self.servers}
+        for t in self.gpu_speed:
+            if t not in types:
+                raise ValueError(f"gpu_speed: no server group has gpu_type {t!r} (types: {', '.join(sorted(types))})")
+        return self
 
     @model_validator(mode="after")
     def _racks_consistent(self) -> "ClusterConfig":
@@ -95,13 +109,14 @@ class ClusterConfig(_Strict):
                 rack = g.rack
                 if rack is None and self.servers_per_rack is not None:
                     rack = min(sid // self.servers_per_rack, len(self.racks) - 1)
-                servers.append(Server(sid, g.gpus, bw, bw, rack=rack, memory_gb=g.memory_gb))
+                servers.append(Server(sid, g.gpus, bw, bw, rack=rack, memory_gb=g.memory_gb, gpu_type=g.gpu_type))
                 sid += 1
         racks = tuple(
             Rack(i, gbps_to_bytes_per_s(r.uplink_gbps), gbps_to_bytes_per_s(r.downlink_gbps or r.uplink_gbps))
             for i, r in enumerate(self.racks)
         )
-        return Cluster(tuple(servers), gbytes_per_s_to_bytes_per_s(self.intra_gbytes_per_s), racks, self.name)
+        return Cluster(tuple(servers), gbytes_per_s_to_bytes_per_s(self.intra_gbytes_per_s), racks, self.name,
+                       gpu_speed=tuple(sorted(self.gpu_speed.items())))
 
 
 class WorkloadConfig(BaseModel):
@@ -128,6 +143,14 @@ class TimingConfig(_Strict):
         0.0, description="look at arrivals only every this many seconds, admitting each job at the start of "
         "the epoch its arrival falls in, up to one epoch early (CoflowSim: 10.24; 0 = exact arrivals); "
         "job times count from admission (raytestbed.core.job.admit_in_epochs)")
+    throughputs: str | None = Field(
+        None, description="a throughput table of iterations/s per GPU type, job type and GPU count (Gavel's JSON "
+        "format, raytestbed.core.gpu_types): a path relative to the trial file, or 'gavel' / 'gavel-physical' for "
+        "the Gavel throughput data set in the data folder; jobs whose model is a job type of the table run at its "
+        "speed on each GPU type (analytic timing)")
+    restore_s: NonNegativeFloat = Field(
+        0.0, description="seconds a job spends restoring its checkpoint each time it starts again after a "
+        "preemption, a failure or a resize (holding its GPUs, no progress; analytic timing)")
     until_s: PositiveFloat | None = Field(
         None, description="simulator: stop the clock at this simulated time, seconds (GADGET's horizon T = slots x "
         "slot_s); jobs still running then count as unfinished and keep their progress (summary total_utility)")

@@ -25,6 +25,8 @@ from tqdm import tqdm
 
 from raytestbed.config import LoadedTrial
 from raytestbed.core.timing import make_iteration_model
+from raytestbed.core.gpu_types import GpuSpeeds
+from raytestbed.traces.throughputs import load_throughputs
 from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.results.objectives import CoflowClock, utility_summary
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
@@ -194,6 +196,23 @@ class _FinishedJournal:
                          f"differ from their re-run (job {jid}: {self.differing[jid][0]})")
 
 
+def check_identical_servers(name: str, cls: type, cluster) -> None:
+    """ConfigError (one line) if policy ``name`` needs identical servers and ``cluster``'s differ."""
+    reason = getattr(cls, "needs_identical_servers", None)
+    if reason and not cluster.identical_servers:
+        counts = ", ".join(map(str, sorted({s.gpus for s in cluster.servers})))
+        raise ConfigError(f"policy {name!r} needs identical servers (the same GPU count each): {reason}; cluster "
+                          f"{cluster.name!r} has servers of {counts} GPUs")
+
+
+def trial_speeds(loaded: LoadedTrial, cluster, jobs=None) -> GpuSpeeds:
+    """The per-type speeds of a trial: its cluster's GPU types and factors, and its throughput table
+    (``timing.throughputs``, else the table the workload brought, e.g. a ``gavel`` trace's)."""
+    ref = loaded.trial.timing.throughputs
+    table = load_throughputs(ref, loaded.base_dir) if ref else getattr(jobs, "throughputs", None)
+    return GpuSpeeds(cluster, table)
+
+
 def run_into(
     folder: Path,
     loaded: LoadedTrial,
@@ -232,6 +251,7 @@ def run_into(
     policy = make_policy(pair.placement, "placement", seed, search,
                          **with_workload_history(pair.placement, params.get(pair.placement, {}), loaded_jobs,
                                                  search))
+    check_identical_servers(pair.placement, type(policy), cluster)
     netpol = None
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))
@@ -242,6 +262,17 @@ def run_into(
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"timing.model_params: {e}") from None
+    speeds = trial_speeds(loaded, cluster, loaded_jobs)
+    if spec.name != "sim" and not speeds.uniform:
+        raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds run on the simulator "
+                          "only (the emulator charges every GPU its profile's time)")
+    if trial.timing.mode == "flow" and spec.name == "sim" and not speeds.uniform:
+        raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds need timing.mode: "
+                          "analytic (the flow timing runs every GPU at its profile's speed)")
+    if trial.timing.mode == "flow" and spec.name == "sim" and trial.timing.restore_s > 0:
+        raise ConfigError("timing.restore_s needs timing.mode: analytic")
+    if spec.name != "sim" and trial.timing.restore_s > 0:
+        raise ConfigError("timing.restore_s: only the sim backend charges a checkpoint restore")
     if trial.timing.until_s is not None and spec.name != "sim":
         raise ConfigError("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
                           "to its end)")
@@ -291,7 +322,8 @@ def run_into(
             engine = Simulator(cluster, jobs, policy, netpol, mode=trial.timing.mode, model=model,
                                iterations_per_coflow=trial.timing.iterations_per_coflow,
                                schedule=trial.timing.schedule, faults=faults,
-                               until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
+                               until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress,
+                               speeds=speeds, restore_s=trial.timing.restore_s)
             holder["journal"] = _FinishedJournal(journal, engine, previous)
             res = engine.run()
         else:
@@ -344,6 +376,10 @@ def run_into(
         meta["resumed"], meta["note"] = holder["journal"].resume_note(
             len(jobs), deterministic=not (spec.name == "emu" and trial.emu.compute == "real"))
     summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
+    typed = getattr(engine, "type_gpu_seconds", None)
+    if len(cluster.gpu_types) > 1 and typed and previous is None and summary["makespan_s"] > 0:
+        n = cluster.gpus_by_type()
+        summary["gpu_utilisation_by_type"] = {t: typed[t] / (n[t] * summary["makespan_s"]) for t in n}
     write_json(folder / "summary.json", summary)
     resolved = loaded.resolved()
     resolved.update({"policy": pair.placement, "network_policy": pair.network, "seed": seed,
@@ -481,10 +517,13 @@ def _pairs(loaded: LoadedTrial, policies: list[str]) -> list[PolicyPair]:
     if len(set(names)) != len(names):
         raise ConfigError(f"--policies lists a policy twice: {', '.join(names)}")
     search = [loaded.base_dir]
-    for p in pairs:  # fail on an unknown or broken policy before anything runs
-        make_policy(p.placement, "placement", trial.seed, search, **trial.policy_params.get(p.placement, {}))
+    cluster = loaded.cluster_config.build()
+    for p in pairs:  # fail on an unknown or broken policy, or one the cluster does not suit, before anything runs
+        pol = make_policy(p.placement, "placement", trial.seed, search, **trial.policy_params.get(p.placement, {}))
+        check_identical_servers(p.placement, type(pol), cluster)
         if p.network:
-            make_policy(p.network, "network", trial.seed, search, **trial.policy_params.get(p.network, {}))
+            net = make_policy(p.network, "network", trial.seed, search, **trial.policy_params.get(p.network, {}))
+            check_identical_servers(p.network, type(net), cluster)
     return pairs
 
 

@@ -12,6 +12,11 @@ GPU ids are global integers: server ``m`` owns the contiguous range
 Traffic between two GPUs of one server does not touch any link: it is limited
 per flow by the intra-server bandwidth ``intra_bps`` (point-to-point NVLink/PCIe,
 A-SRPT's B_intra), so intra-server flows do not contend with each other.
+
+Every server has one GPU type (``Server.gpu_type``, :data:`DEFAULT_GPU_TYPE` unless the
+cluster file names one, e.g. ``v100``); ``Cluster.gpu_speed`` holds optional per-type compute
+speed factors relative to the model profiles (how fast a job runs on a type:
+:mod:`raytestbed.core.gpu_types`).
 """
 
 from __future__ import annotations
@@ -22,6 +27,13 @@ from typing import Hashable
 import numpy as np
 
 LinkId = tuple[str, int]
+
+#: the GPU type of a server whose cluster file names none (the speed of the model profiles)
+DEFAULT_GPU_TYPE = "default"
+
+
+class NotIdenticalServers(ValueError):
+    """Something that assumes identical servers (g GPUs each) met a cluster whose servers differ."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +47,7 @@ class Server:
         nic_ingress_bps: incoming NIC capacity, bytes/s.
         rack: rack index, or None for a flat (non-blocking switch) cluster.
         memory_gb: host memory, for multi-resource policies (GADGET); informational.
+        gpu_type: the type of all its GPUs (e.g. ``v100``; :data:`DEFAULT_GPU_TYPE` if unnamed).
     """
 
     server_id: int
@@ -43,6 +56,7 @@ class Server:
     nic_ingress_bps: float
     rack: int | None = None
     memory_gb: float = 0.0
+    gpu_type: str = DEFAULT_GPU_TYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,12 +77,15 @@ class Cluster:
         intra_bps: GPU-to-GPU bandwidth inside a server (B_intra), bytes/s.
         racks: rack uplinks, empty for a flat cluster.
         name: label used in reports.
+        gpu_speed: per-type compute speed factors ``((type, factor), ...)``: a job's profiled
+            compute time divided by the factor is its time on that type (types not listed: 1).
     """
 
     servers: tuple[Server, ...]
     intra_bps: float
     racks: tuple[Rack, ...] = ()
     name: str = "cluster"
+    gpu_speed: tuple[tuple[str, float], ...] = ()
     _gpu_offset: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _gpu_server: np.ndarray = field(init=False, repr=False, compare=False)
     _g: int | None = field(init=False, repr=False, compare=False)  #: cached gpus_per_server (None: servers differ)
@@ -96,6 +113,9 @@ class Cluster:
             self, "_gpu_server", np.repeat(np.arange(len(self.servers)), [s.gpus for s in self.servers])
         )
         self._gpu_server.setflags(write=False)
+        for t, f in self.gpu_speed:
+            if not (f > 0 and f < float("inf")):
+                raise ValueError(f"gpu_speed of type {t!r} must be a positive number, got {f!r}")
         counts = {s.gpus for s in self.servers}
         object.__setattr__(self, "_g", counts.pop() if len(counts) == 1 else None)
         object.__setattr__(self, "_nic", min(min(s.nic_egress_bps, s.nic_ingress_bps) for s in self.servers))
@@ -113,13 +133,50 @@ class Cluster:
     def gpus_per_server(self) -> int:
         """g, the GPUs of every server; raises if servers differ (A-SRPT assumes identical servers)."""
         if self._g is None:
-            raise ValueError("servers have different GPU counts; g is undefined")
+            counts = sorted({s.gpus for s in self.servers})
+            raise NotIdenticalServers(f"cluster {self.name!r} has servers of {', '.join(map(str, counts))} GPUs "
+                                      f"(g, the GPUs of every server, is undefined)")
         return self._g
+
+    @property
+    def identical_servers(self) -> bool:
+        """True when every server has the same GPU count (A-SRPT's g is defined)."""
+        return self._g is not None
+
+    def gpus_of_server(self) -> dict[int, int]:
+        """Server id -> its GPU count g_m."""
+        return {s.server_id: s.gpus for s in self.servers}
 
     @property
     def nic_bps(self) -> float:
         """B_inter: the NIC bandwidth (min over servers and directions), bytes/s."""
         return self._nic
+
+    # -- GPU types -------------------------------------------------------------
+    @property
+    def gpu_types(self) -> tuple[str, ...]:
+        """The GPU types of the servers, in order of first appearance."""
+        return tuple(dict.fromkeys(s.gpu_type for s in self.servers))
+
+    @property
+    def heterogeneous(self) -> bool:
+        """True when servers differ in GPU count or GPU type."""
+        return self._g is None or len(self.gpu_types) > 1
+
+    def gpu_type_of(self, gpu: int) -> str:
+        """The type of global GPU ``gpu``."""
+        return self.servers[self.server_of(gpu)].gpu_type
+
+    def gpus_by_type(self) -> dict[str, int]:
+        """GPU type -> GPUs of that type in the cluster."""
+        out: dict[str, int] = {}
+        for s in self.servers:
+            out[s.gpu_type] = out.get(s.gpu_type, 0) + s.gpus
+        return out
+
+    def speed_factor(self, gpu_type: str) -> float:
+        """The compute speed factor of ``gpu_type`` relative to the model profiles (1 if not given)."""
+        return dict(self.gpu_speed).get(gpu_type, 1.0)
 
     # -- GPUs ----------------------------------------------------------------
     def gpus_of(self, server: int) -> range:

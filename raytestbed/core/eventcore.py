@@ -25,6 +25,7 @@ ticking forever. A :class:`WakeUp` decision gives exactly one Tick at its time.
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -87,18 +88,26 @@ class EventCore:
         on_decisions: called (event, policy name, wall seconds, decisions) for every ``on_event``
             call that returned decisions.
         progress: called (finished jobs, total jobs) whenever a job finishes.
+        speeds: per-type speeds policies see (``view.speeds``); None: the cluster's factors, no table.
+        restore_s: seconds a job spends restoring its checkpoint whenever it starts again after a
+            preemption, a failure or a resize (it holds its GPUs and makes no progress meanwhile);
+            the backend charges it (:meth:`restore_until`).
     """
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policies: Sequence[Policy],
                  faults: Iterable[Fault] = (), on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
-                 progress: Callable[[int, int], None] | None = None) -> None:
+                 progress: Callable[[int, int], None] | None = None, speeds=None,
+                 restore_s: float = 0.0) -> None:
+        if not (restore_s >= 0 and math.isfinite(restore_s)):
+            raise ValueError(f"restore_s must be a finite number >= 0, got {restore_s!r}")
         self.cluster = cluster
+        self.restore_s = float(restore_s)
         self.jobs = {j.job_id: j for j in jobs}
         if len(self.jobs) != len(jobs):
             raise ValueError("job ids are not unique")
         self.policies = [p for p in policies if p is not None]
-        self.state = ClusterState(cluster)
+        self.state = ClusterState(cluster, speeds=speeds)
         self.view = self.state.view()
         self.records = {j.job_id: JobRecord(j) for j in jobs}
         self.busy: list[BusyInterval] = []  #: closed GPU-holding intervals (job, start s, end s, GPUs)
@@ -115,6 +124,10 @@ class EventCore:
         self._seq = 0
         self._immediate: deque[Event] = deque()
         self._tick_led_to_decision = False
+        self._starts: dict[int, int] = {}  #: job id -> times started (a restart pays ``restore_s``)
+        #: GPU type -> GPU-seconds held by jobs (runs that ended; per-type utilisation in the summary)
+        self.type_gpu_seconds: dict[str, float] = {t: 0.0 for t in cluster.gpu_types}
+        self._held: dict[int, tuple[float, dict[str, int]]] = {}  #: running job -> (start s, GPUs per type)
         for j in sorted(jobs, key=lambda j: (j.arrival_s, j.job_id)):
             self.push(j.arrival_s, P_ARRIVAL, ("arrival", j.job_id))
         for f in faults:
@@ -125,6 +138,8 @@ class EventCore:
             if f.kind == "slow_nic" and not self.slows_nics:
                 raise ValueError(f"fault {f}: this backend cannot slow a NIC (the simulator needs timing mode 'flow')")
             self.push(f.time_s, P_FAULT, (f.kind, f.target, f.factor))
+        #: a policy reads current progress at ticks (``Policy.progress_at_ticks``): call :meth:`before_tick`
+        self._fresh_progress = any(getattr(p, "progress_at_ticks", False) for p in self.policies)
         self.tick_s = min((p.tick_interval_s for p in self.policies if p.tick_interval_s), default=None)
         if self.tick_s is not None:
             self.push(0.0, P_TICK, ("tick",))
@@ -157,6 +172,8 @@ class EventCore:
         elif kind == "slow_nic":
             self.slow_nic(item[1], item[2])
         elif kind == "tick":
+            if self._fresh_progress:
+                self.before_tick()
             self._tick_led_to_decision = False
             self.emit(Tick(t))
             self.drain()
@@ -165,6 +182,8 @@ class EventCore:
                 self.push(t + self.tick_s, P_TICK, ("tick",))
             return True
         elif kind == "wake":
+            if self._fresh_progress:
+                self.before_tick()
             self.emit(Tick(t))
         else:
             return False
@@ -219,14 +238,28 @@ class EventCore:
     # ------------------------------------------------------------------ job life cycle
     def start(self, job: Job, placement: Placement) -> None:
         """Book ``job`` on ``placement`` now, tell the backend, announce it."""
+        self._starts[job.job_id] = self._starts.get(job.job_id, 0) + 1
+        per_type: dict[str, int] = {}
+        for g in placement.gpus:
+            t = self.cluster.gpu_type_of(g)
+            per_type[t] = per_type.get(t, 0) + 1
+        self._held[job.job_id] = (self.state.now, per_type)
         self.book.start(job, placement, self.iterations_done(job.job_id))
         self.emit(JobStarted(self.state.now, job.job_id, placement))
         self.run_started(job, placement)
+
+    def restore_until(self, jid: int) -> float:
+        """When running job ``jid`` (just started) makes progress again: now, or now + ``restore_s`` if this
+        is not its first start (it resumes from a checkpoint), seconds."""
+        if self.restore_s > 0 and self._starts.get(jid, 0) > 1:
+            return self.state.now + self.restore_s
+        return self.state.now
 
     def stop(self, jid: int, count: str | None = None) -> RunningJob:
         """Take running job ``jid`` off its GPUs, keeping its progress (``count``: ``preemptions`` /
         ``failures`` to add one to); it becomes pending."""
         self.run_stopped(jid)
+        self._release_types(jid)
         rj = self.book.stop(jid, count)
         self.after_release()
         return rj
@@ -234,12 +267,18 @@ class EventCore:
     def finish(self, jid: int) -> None:
         """Running job ``jid`` completed all its iterations now."""
         self.run_finished(jid)
+        self._release_types(jid)
         self.book.finish(jid)
         self.unfinished -= 1
         if self._progress is not None:
             self._progress(len(self.jobs) - self.unfinished, len(self.jobs))
         self.after_release()
         self.emit(JobFinished(self.state.now, jid, self.jobs[jid].iterations))
+
+    def _release_types(self, jid: int) -> None:
+        start, per_type = self._held.pop(jid, (self.state.now, {}))
+        for t, n in per_type.items():
+            self.type_gpu_seconds[t] += n * (self.state.now - start)
 
     def kill_server(self, server: int) -> None:
         """Lose ``server`` for good now: its jobs fail (pending again), the policies hear of it."""
@@ -260,6 +299,10 @@ class EventCore:
 
     def run_finished(self, jid: int) -> None:
         """``jid`` finished (before it is booked off)."""
+
+    def before_tick(self) -> None:
+        """A ``Tick`` is about to reach the policies, one of which set ``progress_at_ticks``: bring what they
+        read of running jobs (``RunningJob.iterations_done``) up to now, if the backend keeps it lazily."""
 
     def after_release(self) -> None:
         """GPUs were released (a job stopped or finished); e.g. re-price contention-dependent jobs."""

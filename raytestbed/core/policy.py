@@ -72,6 +72,12 @@ class Policy(ABC):
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
     role: ClassVar[str] = "placement"
+    #: why the policy needs identical servers (the same GPU count each), e.g. "A-SRPT's g"; None if it
+    #: does not. A trial on other servers is refused in one line before anything runs.
+    needs_identical_servers: ClassVar[str | None] = None
+    #: True: at every ``Tick`` the backend shows running jobs' ``iterations_done`` as of now (the
+    #: simulator's analytic timing otherwise updates it only when a job's speed changes or it stops)
+    progress_at_ticks: ClassVar[bool] = False
     predictions: Mapping[int, int] = MappingProxyType({})
 
     def __new__(cls, *args: Any, **kwargs: Any) -> "Policy":

@@ -21,6 +21,7 @@ from raytestbed.errors import PolicyError
 
 if TYPE_CHECKING:
     from raytestbed.core.flows import Flows, FlowTable
+    from raytestbed.core.gpu_types import GpuSpeeds
 
 
 @dataclass(slots=True)
@@ -90,9 +91,15 @@ class ClusterState:
     #: the backend's own array table of the active flows (the flow simulator's); None: read ``coflows``
     flow_arrays: Callable[[], "Flows"] | None = field(default=None, repr=False, compare=False)
     _flow_table: "FlowTable | None" = field(default=None, repr=False, compare=False)
+    #: per-type speeds of jobs (:mod:`raytestbed.core.gpu_types`); None: made from the cluster alone
+    speeds: "GpuSpeeds | None" = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         c = self.cluster
+        if self.speeds is None:
+            from raytestbed.core.gpu_types import GpuSpeeds
+
+            self.speeds = GpuSpeeds(c)
         self.free: list[set[int]] = [set(c.gpus_of(m)) for m in range(c.num_servers)]
         self.free_count = np.array([s.gpus for s in c.servers], dtype=np.int64)
         self.total_free = int(self.free_count.sum())
@@ -160,6 +167,13 @@ class ClusterView:
     @property
     def cluster(self) -> Cluster:
         return self._s.cluster
+
+    @property
+    def speeds(self) -> "GpuSpeeds":
+        """Per-type speeds of jobs: ``speeds.throughput(job, gpu_type)`` (iterations/s alone on ``job.gpus``
+        GPUs of that type), ``speeds.gpu_types``, ``speeds.factor(gpu_type)``
+        (:mod:`raytestbed.core.gpu_types`). GPU types per server: ``cluster.servers[m].gpu_type``."""
+        return self._s.speeds
 
     @property
     def free_count(self) -> np.ndarray:

@@ -51,7 +51,7 @@ class StageTime:
 def asrpt_stage_times(
     job: Job,
     counts: Mapping[int, Sequence[int]],
-    g: int,
+    g: int | Mapping[int, int],
     b_inter: float,
     b_intra: float,
     bwd_coef: float = 1.0,
@@ -68,12 +68,18 @@ def asrpt_stage_times(
 
     Args:
         counts: server -> x_s for every stage (x^m_{i,s}).
-        g: GPUs per server; b_inter: NIC bandwidth B_inter; b_intra: B_intra.
+        g: GPUs per server; b_inter: NIC bandwidth B_inter; b_intra: B_intra. On a cluster whose servers
+            differ, ``g`` maps server -> g_m and eqs. (5)-(6) use the g_m of the server the replicas are
+            on (each GPU owns B_inter / g_m of its server's NIC): the extension of the paper's identical
+            servers that the simulator's ``asrpt`` timing uses there.
     """
     k = job.replicas()
     n = len(k)
     out: list[StageTime] = []
+    per_server = g if isinstance(g, Mapping) else None
     for m, x in counts.items():
+        if per_server is not None:
+            g = per_server[m]
         for s in range(n):
             xs = x[s]
             if xs <= 0:
@@ -101,7 +107,7 @@ def asrpt_stage_times(
 def asrpt_iteration_time(
     job: Job,
     counts: Mapping[int, Sequence[int]],
-    g: int,
+    g: int | Mapping[int, int],
     b_inter: float,
     b_intra: float,
     bwd_coef: float = 1.0,
@@ -344,8 +350,9 @@ class IterationModel:
 class AsrptModel(IterationModel):
     """A-SRPT eq. (7) for pipeline and data-parallel jobs; PS jobs use :func:`ps_iteration_time`.
 
-    Needs identical servers (g GPUs each). No cross-job contention: each GPU owns
-    B_inter / g of its NIC (A-SRPT §III-A).
+    No cross-job contention: each GPU owns B_inter / g of its NIC (A-SRPT §III-A). The paper's
+    servers are identical; where they differ, each GPU owns B_inter / g_m of its own server's NIC
+    (eqs. 5-6 with the g_m of each server, :func:`asrpt_stage_times`).
     """
 
     name = "asrpt"
@@ -353,9 +360,8 @@ class AsrptModel(IterationModel):
     def iteration_time(self, job, placement, cluster, running):
         if job.comm is CommPattern.PS:
             return ps_iteration_time(job, placement, cluster)
-        return asrpt_iteration_time(
-            job, placement.counts(cluster), cluster.gpus_per_server, cluster.nic_bps, cluster.intra_bps
-        )
+        g = cluster.gpus_per_server if cluster.identical_servers else cluster.gpus_of_server()
+        return asrpt_iteration_time(job, placement.counts(cluster), g, cluster.nic_bps, cluster.intra_bps)
 
 
 class SjfbcoModel(IterationModel):

@@ -198,6 +198,7 @@ class AsrptPolicy(Policy):
     """
 
     name = "asrpt"
+    needs_identical_servers = "A-SRPT's model (eqs. 4-7) and its virtual single machine use g, the GPUs of every server"
     description = "A-SRPT: virtual SRPT order on predicted iterations, comm-aware delay, Heavy-Edge mapping"
     role = "placement"
     fixed_predictor: str | None = None

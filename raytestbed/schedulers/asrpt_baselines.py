@@ -44,6 +44,7 @@ class PredictedQueuePolicy(Policy):
     """
 
     role = "placement"
+    needs_identical_servers = "A-SRPT's baselines place with A-SRPT's estimates, which use g, the GPUs of every server"
     work_conserving = False
     uses_prediction = True
 

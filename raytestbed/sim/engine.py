@@ -43,6 +43,7 @@ from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
 from raytestbed.core.timing import IterationModel, AsrptModel
+from raytestbed.core.gpu_types import GpuSpeeds, TypedModel
 from raytestbed.errors import PolicyError
 from raytestbed.core.o3 import o3_cct_arrays
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
@@ -72,6 +73,7 @@ class _Run:
     # analytic
     alpha: float = math.nan
     last_s: float = 0.0
+    restore_until: float = 0.0  #: analytic: no progress before this time (restoring a checkpoint), seconds
     # flow
     traffic: IterationTraffic | None = None
     cycle: int = 0
@@ -105,6 +107,10 @@ class Simulator(EventCore):
         until_s: optional horizon, seconds: the run stops when the next event lies
             beyond it (jobs still running keep their progress up to ``until_s`` in
             ``SimResult.iterations_done``); None runs until every job finished.
+        speeds: per-type speeds (:class:`~raytestbed.core.gpu_types.GpuSpeeds`: the cluster's GPU
+            types, speed factors and throughput table); analytic timing only unless uniform.
+        restore_s: seconds a restarted job (after a preemption, failure or resize) spends restoring
+            its checkpoint on its new GPUs before it progresses; analytic timing only.
     """
 
     def __init__(
@@ -122,6 +128,8 @@ class Simulator(EventCore):
         on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
         progress: Callable[[int, int], None] | None = None,
         until_s: float | None = None,
+        speeds: GpuSpeeds | None = None,
+        restore_s: float = 0.0,
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
@@ -129,10 +137,18 @@ class Simulator(EventCore):
             raise ValueError(f"unknown flow schedule {schedule!r} (known: workers, coflows)")
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
+        speeds = speeds or GpuSpeeds(cluster)
+        if mode == "flow" and not speeds.uniform:
+            raise ValueError("GPU types of different speeds (gpu_speed factors or a throughput table) need timing "
+                             "mode 'analytic'; the flow timing runs every GPU at its profile's speed")
+        if mode == "flow" and restore_s > 0:
+            raise ValueError("timing.restore_s needs timing mode 'analytic'")
         self.mode = mode
         super().__init__(cluster, jobs, (policy, network_policy), faults, on_event=on_event,
-                         on_decisions=on_decisions, progress=progress)
+                         on_decisions=on_decisions, progress=progress, speeds=speeds, restore_s=restore_s)
         self.model = model or AsrptModel()
+        if not speeds.uniform:
+            self.model = TypedModel(self.model, speeds)
         self.q = int(iterations_per_coflow)
         self.schedule = schedule
         self.until_s = until_s  #: stop the clock here (None: run until every job finished)
@@ -267,6 +283,7 @@ class Simulator(EventCore):
         run = self._runs.setdefault(job.job_id, _Run())
         run.version += 1
         run.last_s = now
+        run.restore_until = self.restore_until(job.job_id)
         if self.mode == "analytic":
             if self.model.contention_dependent:
                 self._reprice_all()
@@ -299,6 +316,18 @@ class Simulator(EventCore):
         self.done_iters[jid] = float(self.jobs[jid].iterations)
         self._runs.pop(jid, None)
 
+    def before_tick(self) -> None:
+        """Analytic timing: show every running job's iterations done as of now (the view only; the
+        progress books are kept as they are, so results do not depend on how often policies look)."""
+        if self.mode != "analytic":
+            return
+        now = self.state.now
+        for jid, rj in self.state.running.items():
+            run = self._runs[jid]
+            if math.isfinite(run.alpha):
+                done = self.done_iters[jid] + max(0.0, now - max(run.last_s, run.restore_until)) / run.alpha
+                rj.iterations_done = min(float(self.jobs[jid].iterations), done)
+
     def after_release(self) -> None:
         if self.model.contention_dependent and self.mode == "analytic":
             self._reprice_all()
@@ -321,14 +350,15 @@ class Simulator(EventCore):
         run.version += 1
         rj.iteration_time_s = alpha
         self.records[jid].iteration_time_s = alpha
-        self.push(self.state.now + self._remaining(jid) * alpha, P_DONE, ("finish", jid, run.version))
+        begin = max(self.state.now, run.restore_until)
+        self.push(begin + self._remaining(jid) * alpha, P_DONE, ("finish", jid, run.version))
         if changed:
             self.emit(IterationMeasured(self.state.now, jid, alpha, compute_s=math.nan, comm_s=math.nan))
 
     def _sync_analytic(self, jid: int) -> None:
         run = self._runs[jid]
         if math.isfinite(run.alpha):
-            done = (self.state.now - run.last_s) / run.alpha
+            done = max(0.0, self.state.now - max(run.last_s, run.restore_until)) / run.alpha
             self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + done)
             self.state.running[jid].iterations_done = self.done_iters[jid]
         run.last_s = self.state.now

@@ -29,7 +29,7 @@ from pydantic import Field
 
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.asrpt_workload import NEEDS_G, AsrptTraceParams, TraceRow, build_asrpt_jobs
 from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
@@ -82,7 +82,7 @@ def _read_aaic(path: str, size: int, mtime_ns: int, tag: str, recurrence: str,
     return tuple(rows)
 
 
-@register_workload("aaic")
+@register_workload("aaic", identical_servers=NEEDS_G)
 def aaic_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """A-SRPT jobs from the AAIC log (see the module docstring)."""
     p: AaicParams = parse_params(AaicParams, params, ctx.where)  # type: ignore[assignment]

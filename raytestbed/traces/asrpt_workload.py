@@ -63,6 +63,9 @@ from raytestbed.traces.jobs import build_job, scaled_iterations
 from raytestbed.traces.registry import LoaderParams, WorkloadContext
 from raytestbed.units import gbps_to_bytes_per_s
 
+#: why the A-SRPT trace kinds need identical servers (their one-line refusal on other clusters)
+NEEDS_G = "builds A-SRPT jobs (pipeline plans and iterations = duration / alpha~min for g GPUs per server)"
+
 #: GPU-measured PipeDream profiles standing in for the paper's Table I models
 #: (VGG19 -> vgg16, ResNet152 -> resnet101, Inception-V3, NLP -> GNMT / GNMT-large).
 DEFAULT_MODELS = ["vgg16", "resnet101", "inception_v3", "gnmt", "gnmt_large"]

@@ -21,7 +21,7 @@ from typing import Literal
 
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.asrpt_workload import NEEDS_G, AsrptTraceParams, TraceRow, build_asrpt_jobs
 from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
@@ -55,7 +55,7 @@ def read_dirlab(path: Path, statuses: list[str] | None = None) -> list[TraceRow]
     return rows
 
 
-@register_workload("dirlab")
+@register_workload("dirlab", identical_servers=NEEDS_G)
 def dirlab_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """A-SRPT jobs from a DIR-LAB Helios or Philly slice (see the module docstring)."""
     p: DirlabParams = parse_params(DirlabParams, params, ctx.where)  # type: ignore[assignment]

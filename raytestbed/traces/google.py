@@ -49,7 +49,7 @@ from pydantic import NonNegativeFloat, PositiveFloat, model_validator
 
 from raytestbed.core.job import Job
 from raytestbed.errors import ConfigError, TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.asrpt_workload import NEEDS_G, AsrptTraceParams, TraceRow, build_asrpt_jobs
 from raytestbed.traces.csvrows import MAX_SECONDS, parse_number
 from raytestbed.traces.csvrows import csv_rows
 from raytestbed.traces.datadir import data_file
@@ -220,7 +220,7 @@ def window_rows(rows: Sequence[TraceRow], p: GoogleParams, where: str) -> AsrptT
     return p.model_copy(update=upd)
 
 
-@register_workload("google")
+@register_workload("google", identical_servers=NEEDS_G)
 def google_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """A-SRPT jobs from a window of the Google 2011 trace (see the module docstring)."""
     p: GoogleParams = parse_params(GoogleParams, params, ctx.where)  # type: ignore[assignment]

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from raytestbed.core.cluster import Cluster
+from raytestbed.core.cluster import Cluster, NotIdenticalServers
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.profile import ModelProfile
 from raytestbed.core.timing import asrpt_alpha_min_tilde
@@ -111,7 +111,11 @@ def build_job(
 
 def iterations_for_duration(job: Job, duration_s: float, cluster: Cluster) -> int:
     """n_i = duration / alpha~min_i (A-SRPT §V-A-1-b), at least 1 (ValueError if not representable)."""
-    g = cluster.gpus_per_server
+    try:
+        g = cluster.gpus_per_server
+    except NotIdenticalServers as e:
+        raise NotIdenticalServers(f"duration_s: converting a duration to iterations (duration / A-SRPT's alpha~min) "
+                                  f"needs identical servers (the same GPU count each); {e}") from None
     alpha = asrpt_alpha_min_tilde(job, g, cluster.nic_bps, cluster.intra_bps)
     return scaled_iterations(duration_s / alpha, 1.0, f"job {job.job_id}: duration {duration_s:g} s")
 

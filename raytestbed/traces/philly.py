@@ -19,7 +19,7 @@ from pathlib import Path
 
 from raytestbed.core.job import Job
 from raytestbed.errors import TraceError
-from raytestbed.traces.asrpt_workload import AsrptTraceParams, TraceRow, build_asrpt_jobs
+from raytestbed.traces.asrpt_workload import NEEDS_G, AsrptTraceParams, TraceRow, build_asrpt_jobs
 from raytestbed.traces.csvrows import MAX_SECONDS, csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
@@ -42,7 +42,7 @@ def read_philly(path: Path) -> list[TraceRow]:
     return rows
 
 
-@register_workload("philly")
+@register_workload("philly", identical_servers=NEEDS_G)
 def philly_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """A-SRPT jobs from the RFold Philly trace (see the module docstring)."""
     p: AsrptTraceParams = parse_params(AsrptTraceParams, params, ctx.where)  # type: ignore[assignment]

@@ -27,7 +27,7 @@ import numbers
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from raytestbed.core.cluster import Cluster
+from raytestbed.core.cluster import Cluster, NotIdenticalServers
 from raytestbed.core.job import Job
 from raytestbed.core.profile import ModelProfile, default_profiles, load_profile_dir
 from raytestbed.errors import ConfigError, PluginError, TraceError
@@ -83,11 +83,15 @@ def _check_loader(obj: Any, label: str) -> None:
 WORKLOADS = Registry("workload kind", "raytestbed.workloads", "raytestbed.traces", _check_loader)
 
 
-def register_workload(kind: str) -> Callable[[Loader], Loader]:
-    """Function decorator: make a loader available as ``workload.kind: KIND``."""
+def register_workload(kind: str, identical_servers: str | None = None) -> Callable[[Loader], Loader]:
+    """Function decorator: make a loader available as ``workload.kind: KIND``.
+
+    ``identical_servers``: the reason the loader needs servers with the same GPU count (e.g. "builds
+    A-SRPT jobs"); on another cluster the kind is refused in one line before it reads anything."""
 
     def deco(fn: Loader) -> Loader:
         _check_loader(fn, f"workload kind {kind!r}")
+        fn.needs_identical_servers = identical_servers
         WORKLOADS.register(kind, fn)
         return fn
 
@@ -122,7 +126,15 @@ def load_workload(kind: str, params: dict[str, Any], cluster: Cluster, seed: int
     if profile_dir:
         profiles.update(load_profile_dir(base_dir / profile_dir))
     ctx = WorkloadContext(cluster, seed, base_dir, profiles, where)
-    jobs = plugin.obj(params, ctx)
+    reason = getattr(plugin.obj, "needs_identical_servers", None)
+    if reason and not cluster.identical_servers:
+        counts = ", ".join(map(str, sorted({s.gpus for s in cluster.servers})))
+        raise ConfigError(f"{where}: workload kind {kind!r} {reason}, which needs identical servers (the same "
+                          f"GPU count each); cluster {cluster.name!r} has servers of {counts} GPUs")
+    try:
+        jobs = plugin.obj(params, ctx)
+    except NotIdenticalServers as e:
+        raise ConfigError(f"{where}: workload kind {kind!r} needs identical servers: {e}") from None
     if not plugin.builtin:
         _check_jobs(jobs, f"{where}: workload kind {kind!r}")
     if not jobs:
