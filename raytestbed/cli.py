@@ -326,6 +326,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="replace an existing results folder")
     r.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     r.add_argument("--resume", metavar="DIR", help=resume_help)
+    r.add_argument("--debug", action="store_true", help="with an error, print its traceback too (e.g. "
+                   "a policy's exception)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=_cmd_run)
 
@@ -338,6 +340,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true")
     c.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     c.add_argument("--resume", metavar="DIR", help=resume_help)
+    c.add_argument("--debug", action="store_true", help="with an error, print its traceback too (e.g. "
+                   "a policy's exception)")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(fn=_cmd_compare)
 
@@ -350,6 +354,8 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--seed", type=_seed)
     pa.add_argument("--force", action="store_true")
     pa.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
+    pa.add_argument("--debug", action="store_true", help="with an error, print its traceback too (e.g. "
+                   "a policy's exception)")
     pa.add_argument("--quiet", action="store_true")
     pa.set_defaults(fn=_cmd_parity)
 
@@ -435,6 +441,12 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.fn(args)
     except RaytestbedError as e:
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+            if getattr(e, "detail", "") and e.__cause__ is None:  # raised in the emulator's clock actor
+                print(f"in the policy:\n{e.detail}", file=sys.stderr, end="")
         print(f"raytestbed: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:

@@ -201,7 +201,7 @@ def test_a_decision_the_backend_refuses_is_one_line_naming_the_plugin(tmp_path, 
     out = tmp_path / "out"
     err = _one_line_error(capsys, main(["run", str(_csv_trial(tmp_path)), "--policy", f"{pol}:Liar", "--out",
                                         str(out), "--quiet"]))
-    assert f"{pol}:Liar: StartJob for job 999, which is not pending" in err
+    assert f"policy '{pol}:Liar' failed on JobArrived at t = 0 s (job 0): StartJob for job 999, which is not pending" in err
     assert not out.exists()
 
 

@@ -98,7 +98,10 @@ class ResultsFolder:
         for f in self._streams.values():
             f.close()
         if exc_type is not None:
-            if self.resumable is not None and _has_finished_jobs(self.tmp):
+            # an interruption or a crash keeps the finished jobs; a user error (a policy fault, bad input)
+            # would only fail again on resume, so it leaves nothing
+            if (self.resumable is not None and not issubclass(exc_type, RaytestbedError)
+                    and _has_finished_jobs(self.tmp)):
                 write_json(self.tmp / "RESUMABLE.json", self.resumable)
                 self._replace_out()
                 self.preserved = True
