@@ -68,7 +68,7 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
-SHOWN = ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
+SHOWN = ["policy", "rank", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
          "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s",
          "wall_s"]
 
@@ -117,9 +117,19 @@ def _cmd_run(args) -> int:
     row = dict(summary)
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
-    print(_table([row], [c for c in SHOWN if c in row]))
+    print(_table([row], [c for c in SHOWN if c in row and c != "rank"]))
     print(f"results: {out}  (report: {out / 'report.md'})")
+    if summary.get("unfinished"):
+        print(f"raytestbed: {_unfinished(summary)}", file=sys.stderr)
+        return 0 if loaded.trial.timing.until_s is not None else 1
     return 0
+
+
+def _unfinished(summary: dict) -> str:
+    """``3 of 12 jobs unfinished (jobs 4, 7, 9)``: the jobs a run left unfinished (summary.json ``unfinished_jobs``)."""
+    ids = summary.get("unfinished_jobs") or []
+    shown = ", ".join(map(str, ids[:20])) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "")
+    return f"{summary['unfinished']} of {summary['jobs']} jobs unfinished (jobs {shown}; summary.json unfinished_jobs)"
 
 
 def _cmd_compare(args) -> int:
@@ -134,8 +144,14 @@ def _cmd_compare(args) -> int:
             raise RaytestbedError("--policies: give at least one policy id")
     df = compare(loaded, out, pols, seed=seed, force=args.force, show_progress=not args.quiet, backend=backend,
                  inject=inject, resume=bool(args.resume))
-    print(_table(df.to_dict("records"), [c for c in SHOWN if c in df.columns]))
+    from raytestbed.results.ranking import complete, rank_labels, summary_line
+
+    print(_table(df.assign(rank=rank_labels(df)).to_dict("records"), [c for c in SHOWN if c in df.columns]))
+    print(summary_line(df))
     print(f"results: {out}  (comparison.csv; report: {out / 'report.md'})")
+    stranded = [r for _, r in df.iterrows() if not complete(r)]
+    if stranded and loaded.trial.timing.until_s is None:
+        return 1  # a policy left jobs unfinished: the comparison is not a clean ranking
     return 0
 
 
@@ -159,6 +175,9 @@ def _cmd_parity(args) -> int:
     print(_table(df.to_dict("records"), list(df.columns)))
     print(f"ranking by total JCT: {res['a']}: {', '.join(res['ranking_a'])}; "
           f"{res['b']}: {', '.join(res['ranking_b'])} ({'same' if res['ranking_agrees'] else 'DIFFERENT'})")
+    for _, r in df.iterrows():
+        if r.get("unfinished_one_side"):
+            print(f"{r['policy']}: jobs finished on one backend only: {r['unfinished_one_side']}")
     verdict = "PASS" if res["passed"] else "FAIL"
     print(f"parity {verdict} (limit ±{res['limit']:.0%} on total JCT and makespan, identical ranking); "
           f"report: {Path(args.out) / 'parity.md'}")

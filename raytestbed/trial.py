@@ -28,9 +28,10 @@ from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.results.objectives import CoflowClock, utility_summary
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
 from raytestbed.results.plots import comparison_bars
+from raytestbed.results.ranking import ranks
 from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, params_record, summarize
-from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
+from raytestbed.results.writer import ResultsFolder, dumps, policy_folder, write_csv, write_json
 from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.core.events import Fault
 from raytestbed.sim.engine import Simulator
@@ -373,8 +374,8 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     """
     rows = []
     for pair in pairs:
-        sub = path / str(pair)
-        old = previous_dir / str(pair) if previous_dir is not None else None
+        sub = path / policy_folder(str(pair))
+        old = previous_dir / policy_folder(str(pair)) if previous_dir is not None else None
         if old is not None and (old / "summary.json").is_file():
             shutil.copytree(old, sub)
             summary = json.loads((sub / "summary.json").read_text(encoding="utf-8"))
@@ -386,6 +387,7 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     cols = [k for k in SUMMARY_KEYS if k in rows[0]]
     df = pd.DataFrame(rows)[cols]
     df["policy"] = names
+    df["rank"] = ranks(df)  # by total JCT; empty for a policy that left jobs unfinished
     df.to_csv(path / "comparison.csv", index=False)
     if not report:
         return df

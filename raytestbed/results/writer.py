@@ -28,6 +28,12 @@ import yaml
 from raytestbed.errors import RaytestbedError
 
 
+def policy_folder(policy: str) -> str:
+    """The sub-folder of a comparison for ``policy``: its id with ``:`` (an import path's separator, which
+    some file systems and URLs do not take) written as ``.``, e.g. ``my_sched.policies.Greedy``."""
+    return str(policy).replace(":", ".")
+
+
 def _clean(v: Any) -> Any:
     """JSON-safe value: NaN/inf become None."""
     if isinstance(v, float) and not math.isfinite(v):
