@@ -7,7 +7,7 @@
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
     raytestbed sweep SWEEP.yaml [--out DIR] [--address RAY_ADDRESS] [--workers N] [--serial] [--force]
-    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W]   # asrpt | sjfbco | gadget | parrot
+    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W] [--write-docs]   # asrpt | sjfbco | gadget | parrot
     raytestbed policies [IMPORT_PATH ...]
     raytestbed workloads [IMPORT_PATH ...]
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
@@ -292,28 +292,40 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
+    from raytestbed.config import REPO_ROOT
     from raytestbed.experiments.reproduce import reproduce
 
     tag = args.paper + (f"-{args.workload}" if args.workload else "") + ("-quick" if args.quick else "")
     out = Path(args.out) if args.out else Path("results") / "reproduce" / tag
-    from raytestbed.config import REPO_ROOT
-
     results_md = None
-    if args.results_md and not args.no_results_md:
+    if args.write_docs and args.results_md:
+        raise RaytestbedError("--write-docs and --results-md exclude each other: give one page")
+    if args.results_md:
         results_md = Path(args.results_md)
         if not results_md.parent.is_dir():
             raise RaytestbedError(f"--results-md {results_md}: no such folder")
-    elif not args.no_results_md and (REPO_ROOT / "docs").is_dir():  # the project's page, when run from a checkout
+    elif args.write_docs:
         results_md = REPO_ROOT / "docs" / "results.md"
+        if not results_md.parent.is_dir():
+            raise RaytestbedError(f"--write-docs: {results_md.parent} is not a checkout's docs folder "
+                                  f"(give --results-md FILE)")
+    if args.quick and results_md is not None:
+        flag = "--results-md" if args.results_md else "--write-docs"
+        raise RaytestbedError(f"--quick is a smoke test of the pipeline: it issues no verdict and never writes a "
+                              f"results page (drop {flag} or --quick)")
     from raytestbed.experiments.papers import workloads
 
-    if args.workload and args.workload != (workloads(args.paper) or (None,))[0]:
-        results_md = None  # the results page records the papers' own settings
-    md = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
-                   address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
-                   results_md=results_md, workload=args.workload)
-    print(f"results: {out}  (paper beside ours: {md}" + (f"; claims in {results_md}" if results_md else "") + ")")
-    return 0
+    if results_md is not None and args.workload and args.workload != (workloads(args.paper) or (None,))[0]:
+        raise RaytestbedError(f"--workload {args.workload}: the results page records the papers' own settings; "
+                              f"drop --write-docs / --results-md")
+    rep = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
+                    address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
+                    results_md=results_md, workload=args.workload)
+    claims = f"; claims in {rep.results_md}" if rep.results_md else ""
+    print(f"results: {out}  (paper beside ours: {rep.md}{claims})")
+    if results_md is not None and rep.results_md is None:
+        print(f"raytestbed: {results_md} left as it was: {rep.not_written}", file=sys.stderr)
+    return 1 if rep.failed or (results_md is not None and rep.results_md is None) else 0
 
 
 def _cmd_bench(args) -> int:
@@ -414,7 +426,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reproduce", help="run a paper's figures as sweeps, the paper's numbers beside ours")
     rp.add_argument("paper", choices=["asrpt", "sjfbco", "gadget", "parrot"])
     rp.add_argument("--fig", help="figures, e.g. 4 or fig5,fig6 (default: the paper's main figures)")
-    rp.add_argument("--quick", action="store_true", help="small sizes: a few minutes per paper")
+    rp.add_argument("--quick", action="store_true", help="a smoke test of the pipeline at small sizes (a few "
+                    "minutes per paper): our numbers, no verdict")
     rp.add_argument("--workload", help="asrpt: the trace the job sets come from, aaic (default) | google (the Google "
                     "2011 trace); gadget: the arrival pattern, poisson (default) | google | philly | aaic")
     rp.add_argument("--out", help="folder (default results/reproduce/PAPER[-quick]); re-running continues it")
@@ -423,9 +436,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     rp.add_argument("--force", action="store_true", help="run every cell again")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp.add_argument("--results-md", help="results page whose section of PAPER gets the claims (default: "
-                    "docs/results.md of the project)")
-    rp.add_argument("--no-results-md", action="store_true", help="do not touch the results page")
+    rp.add_argument("--write-docs", action="store_true", help="write the claims into the project's "
+                    "docs/results.md (full runs only, and only if every cell finished)")
+    rp.add_argument("--results-md", metavar="FILE", help="write the claims into this results page instead")
     rp.set_defaults(fn=_cmd_reproduce)
 
     pl = sub.add_parser("policies", help="list the available policies and where each comes from")
