@@ -59,7 +59,7 @@ from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.core.state import ClusterView, CoflowInfo, FlowInfo, FreePool, RunningJob
 from raytestbed.errors import ConfigError, PluginError, PolicyError, PolicyFault, RaytestbedError, TraceError
-from raytestbed.results.writer import policy_folder
+from raytestbed.results.writer import FolderExistsError, policy_folder
 from raytestbed.schedulers.base import POLICIES, describe_policy, register_policy
 from raytestbed.traces.jobs import build_job
 from raytestbed.traces.registry import WORKLOADS, WorkloadContext, parse_params, register_workload
@@ -254,7 +254,11 @@ def run(trial: Trial | str | Path | Mapping[str, Any], policy: PolicyLike | Sequ
     t = _prepare(trial, address)
     pol = _policy_id(policy) if policy is not None else None
     if out is not None:
-        _trial.run(t.loaded, Path(out), policy=pol, seed=seed, force=force, show_progress=progress, backend=backend)
+        try:
+            _trial.run(t.loaded, Path(out), policy=pol, seed=seed, force=force, show_progress=progress,
+                       backend=backend)
+        except FolderExistsError as e:
+            raise e.for_python() from None
         return Result.read(Path(out))
     with tempfile.TemporaryDirectory(prefix="raytestbed-") as d:
         _trial.run(t.loaded, Path(d) / "run", policy=pol, seed=seed, show_progress=progress, backend=backend,
@@ -275,7 +279,11 @@ def compare(trial: Trial | str | Path | Mapping[str, Any], policies: Iterable[Po
     if not pols:
         raise ConfigError("compare: give at least one policy")
     if out is not None:
-        _trial.compare(t.loaded, Path(out), pols, seed=seed, force=force, show_progress=progress, backend=backend)
+        try:
+            _trial.compare(t.loaded, Path(out), pols, seed=seed, force=force, show_progress=progress,
+                           backend=backend)
+        except FolderExistsError as e:
+            raise e.for_python() from None
         return Comparison.read(Path(out))
     with tempfile.TemporaryDirectory(prefix="raytestbed-") as d:
         _trial.compare(t.loaded, Path(d) / "cmp", pols, seed=seed, show_progress=progress, backend=backend,

@@ -205,13 +205,8 @@ def _cmd_policies(args) -> int:
 
 
 def _cmd_workloads(args) -> int:
-    import inspect
-
+    from raytestbed.plugins import describe
     from raytestbed.traces.registry import WORKLOADS
-
-    def describe(fn) -> str:
-        doc = inspect.getdoc(fn) or inspect.getdoc(inspect.getmodule(fn)) or ""
-        return doc.strip().splitlines()[0] if doc.strip() else ""
 
     print("workload kinds:")
     print("\n".join(_listing([(p.name, p.origin, describe(p.obj)) for p in WORKLOADS.all(args.names)])))

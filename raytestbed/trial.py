@@ -13,6 +13,7 @@ import json
 import math
 import re
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -268,6 +269,11 @@ def run_into(
         decisions.close()
         journal.close()
     rows = job_rows(res.records)
+    if show_progress:  # one plain line per run, on a terminal or not (the bar above vanishes when done)
+        done = sum(r["status"] == "finished" for r in rows) + done0
+        clock = "emulated" if spec.name == "emu" else "simulated"
+        print(f"{pair} ({spec.label}): {done} of {len(jobs)} jobs finished, {res.end_time_s:.6g} s {clock}, "
+              f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
     columns = list(JOB_COLUMNS)
     if spec.name == "emu":
         columns += _add_measured(rows, engine)
