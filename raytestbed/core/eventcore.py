@@ -230,6 +230,8 @@ class EventCore:
                 t0 = time.perf_counter()
                 try:
                     decisions = pol.on_event(ev, self.view)
+                except PolicyError as e:  # the policy refuses on purpose (e.g. a job pattern it cannot run)
+                    raise policy_fault(pol, ev, _without_name(e, pol), e) from e
                 except Exception as e:  # the policy's own failure: one line naming it and the event
                     raise policy_fault(pol, ev, f"raised {type(e).__name__}: {_first_line(e)}", e) from e
                 dt = time.perf_counter() - t0
