@@ -58,7 +58,8 @@ from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.core.state import ClusterView, CoflowInfo, FlowInfo, FreePool, RunningJob
-from raytestbed.errors import ConfigError, PluginError, PolicyError, RaytestbedError, TraceError
+from raytestbed.errors import ConfigError, PluginError, PolicyError, PolicyFault, RaytestbedError, TraceError
+from raytestbed.results.writer import FolderExistsError, policy_folder
 from raytestbed.schedulers.base import POLICIES, describe_policy, register_policy
 from raytestbed.traces.jobs import build_job
 from raytestbed.traces.registry import WORKLOADS, WorkloadContext, parse_params, register_workload
@@ -76,7 +77,7 @@ __all__ = [
     "Job", "Stage", "StageProfile", "CommPattern", "Cluster", "WorkloadContext", "build_job", "parse_params",
     "register_workload",
     # errors
-    "RaytestbedError", "ConfigError", "TraceError", "PolicyError", "PluginError",
+    "RaytestbedError", "ConfigError", "TraceError", "PolicyError", "PolicyFault", "PluginError",
 ]
 
 PolicyLike = str | type[Policy]
@@ -205,7 +206,7 @@ class Comparison:
     def read(cls, folder: Path, keep: bool = True) -> "Comparison":
         folder = Path(folder)
         table = pd.read_csv(folder / "comparison.csv")
-        results = {p: Result.read(folder / p, keep) for p in table["policy"].astype(str)}
+        results = {p: Result.read(folder / policy_folder(p), keep) for p in table["policy"].astype(str)}
         return cls(table, results, folder if keep else None)
 
 
@@ -253,7 +254,11 @@ def run(trial: Trial | str | Path | Mapping[str, Any], policy: PolicyLike | Sequ
     t = _prepare(trial, address)
     pol = _policy_id(policy) if policy is not None else None
     if out is not None:
-        _trial.run(t.loaded, Path(out), policy=pol, seed=seed, force=force, show_progress=progress, backend=backend)
+        try:
+            _trial.run(t.loaded, Path(out), policy=pol, seed=seed, force=force, show_progress=progress,
+                       backend=backend)
+        except FolderExistsError as e:
+            raise e.for_python() from None
         return Result.read(Path(out))
     with tempfile.TemporaryDirectory(prefix="raytestbed-") as d:
         _trial.run(t.loaded, Path(d) / "run", policy=pol, seed=seed, show_progress=progress, backend=backend,
@@ -274,7 +279,11 @@ def compare(trial: Trial | str | Path | Mapping[str, Any], policies: Iterable[Po
     if not pols:
         raise ConfigError("compare: give at least one policy")
     if out is not None:
-        _trial.compare(t.loaded, Path(out), pols, seed=seed, force=force, show_progress=progress, backend=backend)
+        try:
+            _trial.compare(t.loaded, Path(out), pols, seed=seed, force=force, show_progress=progress,
+                           backend=backend)
+        except FolderExistsError as e:
+            raise e.for_python() from None
         return Comparison.read(Path(out))
     with tempfile.TemporaryDirectory(prefix="raytestbed-") as d:
         _trial.compare(t.loaded, Path(d) / "cmp", pols, seed=seed, show_progress=progress, backend=backend,

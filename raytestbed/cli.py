@@ -7,7 +7,7 @@
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
     raytestbed sweep SWEEP.yaml [--out DIR] [--address RAY_ADDRESS] [--workers N] [--serial] [--force]
-    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W]   # asrpt | sjfbco | gadget | parrot
+    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W] [--write-docs]   # asrpt | sjfbco | gadget | parrot
     raytestbed policies [IMPORT_PATH ...]
     raytestbed workloads [IMPORT_PATH ...]
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
@@ -68,7 +68,7 @@ def _table(rows: list[dict], cols: list[str]) -> str:
     return "\n".join(lines)
 
 
-SHOWN = ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
+SHOWN = ["policy", "rank", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
          "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s",
          "wall_s"]
 
@@ -117,11 +117,21 @@ def _cmd_run(args) -> int:
     row = dict(summary)
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
-    print(_table([row], [c for c in SHOWN if c in row]))
+    print(_table([row], [c for c in SHOWN if c in row and c != "rank"]))
     if summary.get("note"):
         print(f"{row['policy']}: {summary['note']}")
     print(f"results: {out}  (report: {out / 'report.md'})")
+    if summary.get("unfinished"):
+        print(f"raytestbed: {_unfinished(summary)}", file=sys.stderr)
+        return 0 if loaded.trial.timing.until_s is not None else 1
     return 0
+
+
+def _unfinished(summary: dict) -> str:
+    """``3 of 12 jobs unfinished (jobs 4, 7, 9)``: the jobs a run left unfinished (summary.json ``unfinished_jobs``)."""
+    ids = summary.get("unfinished_jobs") or []
+    shown = ", ".join(map(str, ids[:20])) + (f", ... ({len(ids) - 20} more)" if len(ids) > 20 else "")
+    return f"{summary['unfinished']} of {summary['jobs']} jobs unfinished (jobs {shown}; summary.json unfinished_jobs)"
 
 
 def _cmd_compare(args) -> int:
@@ -136,12 +146,18 @@ def _cmd_compare(args) -> int:
             raise RaytestbedError("--policies: give at least one policy id")
     df = compare(loaded, out, pols, seed=seed, force=args.force, show_progress=not args.quiet, backend=backend,
                  inject=inject, resume=bool(args.resume))
-    print(_table(df.to_dict("records"), [c for c in SHOWN if c in df.columns]))
+    from raytestbed.results.ranking import complete, rank_labels, summary_line
+
+    print(_table(df.assign(rank=rank_labels(df)).to_dict("records"), [c for c in SHOWN if c in df.columns]))
     if "note" in df.columns:  # a resumed policy: whether its re-run reproduced the journal
         for policy, note in zip(df["policy"], df["note"]):
             if isinstance(note, str) and note:
                 print(f"{policy}: {note}")
+    print(summary_line(df))
     print(f"results: {out}  (comparison.csv; report: {out / 'report.md'})")
+    stranded = [r for _, r in df.iterrows() if not complete(r)]
+    if stranded and loaded.trial.timing.until_s is None:
+        return 1  # a policy left jobs unfinished: the comparison is not a clean ranking
     return 0
 
 
@@ -165,6 +181,9 @@ def _cmd_parity(args) -> int:
     print(_table(df.to_dict("records"), list(df.columns)))
     print(f"ranking by total JCT: {res['a']}: {', '.join(res['ranking_a'])}; "
           f"{res['b']}: {', '.join(res['ranking_b'])} ({'same' if res['ranking_agrees'] else 'DIFFERENT'})")
+    for _, r in df.iterrows():
+        if r.get("unfinished_one_side"):
+            print(f"{r['policy']}: jobs finished on one backend only: {r['unfinished_one_side']}")
     verdict = "PASS" if res["passed"] else "FAIL"
     print(f"parity {verdict} (limit ±{res['limit']:.0%} on total JCT and makespan, identical ranking); "
           f"report: {Path(args.out) / 'parity.md'}")
@@ -192,13 +211,8 @@ def _cmd_policies(args) -> int:
 
 
 def _cmd_workloads(args) -> int:
-    import inspect
-
+    from raytestbed.plugins import describe
     from raytestbed.traces.registry import WORKLOADS
-
-    def describe(fn) -> str:
-        doc = inspect.getdoc(fn) or inspect.getdoc(inspect.getmodule(fn)) or ""
-        return doc.strip().splitlines()[0] if doc.strip() else ""
 
     print("workload kinds:")
     print("\n".join(_listing([(p.name, p.origin, describe(p.obj)) for p in WORKLOADS.all(args.names)])))
@@ -279,28 +293,40 @@ def _cmd_sweep(args) -> int:
 
 
 def _cmd_reproduce(args) -> int:
+    from raytestbed.config import REPO_ROOT
     from raytestbed.experiments.reproduce import reproduce
 
     tag = args.paper + (f"-{args.workload}" if args.workload else "") + ("-quick" if args.quick else "")
     out = Path(args.out) if args.out else Path("results") / "reproduce" / tag
-    from raytestbed.config import REPO_ROOT
-
     results_md = None
-    if args.results_md and not args.no_results_md:
+    if args.write_docs and args.results_md:
+        raise RaytestbedError("--write-docs and --results-md exclude each other: give one page")
+    if args.results_md:
         results_md = Path(args.results_md)
         if not results_md.parent.is_dir():
             raise RaytestbedError(f"--results-md {results_md}: no such folder")
-    elif not args.no_results_md and (REPO_ROOT / "docs").is_dir():  # the project's page, when run from a checkout
+    elif args.write_docs:
         results_md = REPO_ROOT / "docs" / "results.md"
+        if not results_md.parent.is_dir():
+            raise RaytestbedError(f"--write-docs: {results_md.parent} is not a checkout's docs folder "
+                                  f"(give --results-md FILE)")
+    if args.quick and results_md is not None:
+        flag = "--results-md" if args.results_md else "--write-docs"
+        raise RaytestbedError(f"--quick is a smoke test of the pipeline: it issues no verdict and never writes a "
+                              f"results page (drop {flag} or --quick)")
     from raytestbed.experiments.papers import workloads
 
-    if args.workload and args.workload != (workloads(args.paper) or (None,))[0]:
-        results_md = None  # the results page records the papers' own settings
-    md = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
-                   address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
-                   results_md=results_md, workload=args.workload)
-    print(f"results: {out}  (paper beside ours: {md}" + (f"; claims in {results_md}" if results_md else "") + ")")
-    return 0
+    if results_md is not None and args.workload and args.workload != (workloads(args.paper) or (None,))[0]:
+        raise RaytestbedError(f"--workload {args.workload}: the results page records the papers' own settings; "
+                              f"drop --write-docs / --results-md")
+    rep = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
+                    address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
+                    results_md=results_md, workload=args.workload)
+    claims = f"; claims in {rep.results_md}" if rep.results_md else ""
+    print(f"results: {out}  (paper beside ours: {rep.md}{claims})")
+    if results_md is not None and rep.results_md is None:
+        print(f"raytestbed: {results_md} left as it was: {rep.not_written}", file=sys.stderr)
+    return 1 if rep.failed or (results_md is not None and rep.results_md is None) else 0
 
 
 def _cmd_bench(args) -> int:
@@ -332,6 +358,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--force", action="store_true", help="replace an existing results folder")
     r.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     r.add_argument("--resume", metavar="DIR", help=resume_help)
+    r.add_argument("--debug", action="store_true", help="with an error, print its traceback too (e.g. "
+                   "a policy's exception)")
     r.add_argument("--quiet", action="store_true", help="no progress bar")
     r.set_defaults(fn=_cmd_run)
 
@@ -344,6 +372,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--force", action="store_true")
     c.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
     c.add_argument("--resume", metavar="DIR", help=resume_help)
+    c.add_argument("--debug", action="store_true", help="with an error, print its traceback too (e.g. "
+                   "a policy's exception)")
     c.add_argument("--quiet", action="store_true")
     c.set_defaults(fn=_cmd_compare)
 
@@ -356,6 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
     pa.add_argument("--seed", type=_seed)
     pa.add_argument("--force", action="store_true")
     pa.add_argument("--inject", action="append", metavar="FAULT", help=inject_help)
+    pa.add_argument("--debug", action="store_true", help="with an error, print its traceback too (e.g. "
+                   "a policy's exception)")
     pa.add_argument("--quiet", action="store_true")
     pa.set_defaults(fn=_cmd_parity)
 
@@ -395,7 +427,8 @@ def build_parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("reproduce", help="run a paper's figures as sweeps, the paper's numbers beside ours")
     rp.add_argument("paper", choices=["asrpt", "sjfbco", "gadget", "parrot"])
     rp.add_argument("--fig", help="figures, e.g. 4 or fig5,fig6 (default: the paper's main figures)")
-    rp.add_argument("--quick", action="store_true", help="small sizes: a few minutes per paper")
+    rp.add_argument("--quick", action="store_true", help="a smoke test of the pipeline at small sizes (a few "
+                    "minutes per paper): our numbers, no verdict")
     rp.add_argument("--workload", help="asrpt: the trace the job sets come from, aaic (default) | google (the Google "
                     "2011 trace); gadget: the arrival pattern, poisson (default) | google | philly | aaic")
     rp.add_argument("--out", help="folder (default results/reproduce/PAPER[-quick]); re-running continues it")
@@ -404,9 +437,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     rp.add_argument("--force", action="store_true", help="run every cell again")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
-    rp.add_argument("--results-md", help="results page whose section of PAPER gets the claims (default: "
-                    "docs/results.md of the project)")
-    rp.add_argument("--no-results-md", action="store_true", help="do not touch the results page")
+    rp.add_argument("--write-docs", action="store_true", help="write the claims into the project's "
+                    "docs/results.md (full runs only, and only if every cell finished)")
+    rp.add_argument("--results-md", metavar="FILE", help="write the claims into this results page instead")
     rp.set_defaults(fn=_cmd_reproduce)
 
     pl = sub.add_parser("policies", help="list the available policies and where each comes from")
@@ -445,6 +478,12 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.fn(args)
     except RaytestbedError as e:
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exc()
+            if getattr(e, "detail", "") and e.__cause__ is None:  # raised in the emulator's clock actor
+                print(f"in the policy:\n{e.detail}", file=sys.stderr, end="")
         print(f"raytestbed: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:

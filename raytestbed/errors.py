@@ -26,6 +26,23 @@ class PolicyError(RaytestbedError):
     """A policy is unknown or returned an invalid decision."""
 
 
+class PolicyFault(PolicyError):
+    """A policy failed during a run: it raised, returned something other than a list of decisions, or
+    made a decision the backend cannot apply.
+
+    The message is one line naming the policy, the event (kind, time, job) and the problem. The
+    original exception is chained (``__cause__``) where there was one; ``detail`` holds its formatted
+    traceback as text, which survives the trip out of the emulator's clock actor (``--debug`` prints it).
+    """
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
+
+    def __reduce__(self):  # pickled across Ray with its traceback text
+        return (type(self), (str(self), self.detail))
+
+
 class ServerLostError(RuntimeError):
     """An emulated server was lost (killed or died): its GPUs and hosts cannot be used."""
 

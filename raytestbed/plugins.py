@@ -31,6 +31,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import pkgutil
+import re
 import sys
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -54,6 +55,26 @@ class Plugin:
     @property
     def builtin(self) -> bool:
         return self.origin == BUILTIN
+
+
+_POINTERS = re.compile(r"\s*(``params``: see :\w+:`[^`]+`\.?|\(see (the )?module doc(string)?\))")
+_ROLE = re.compile(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`")
+
+
+def describe(obj: Any) -> str:
+    """The first line of ``obj``'s docstring (else its module's) as plain text for listings: Sphinx markup
+    (``code``, :class:`~a.B`) written out, pointers into the source ("see :class:`Params`") left out."""
+    import inspect
+
+    doc = inspect.getdoc(obj) or inspect.getdoc(inspect.getmodule(obj)) or ""
+    return plain_text(doc.strip().splitlines()[0]) if doc.strip() else ""
+
+
+def plain_text(text: str) -> str:
+    """``text`` without reStructuredText markup: ``x`` -> x, :class:`~a.b.C` -> C; pointers into the code dropped."""
+    text = _POINTERS.sub("", text)
+    text = _ROLE.sub(r"\1", text)
+    return text.replace("``", "").strip()
 
 
 def _one_line(e: BaseException) -> str:

@@ -31,9 +31,10 @@ from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.results.objectives import CoflowClock, utility_summary
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
 from raytestbed.results.plots import comparison_bars
+from raytestbed.results.ranking import ranks
 from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, params_record, summarize
-from raytestbed.results.writer import ResultsFolder, dumps, write_csv, write_json
+from raytestbed.results.writer import ResultsFolder, dumps, policy_folder, write_csv, write_json
 from raytestbed.schedulers.base import JobFinished, make_policy
 from raytestbed.core.events import Fault
 from raytestbed.sim.engine import Simulator
@@ -341,6 +342,11 @@ def run_into(
         decisions.close()
         journal.close()
     rows = job_rows(res.records)
+    if show_progress:  # one plain line per run, on a terminal or not (the bar above vanishes when done)
+        done = sum(r["status"] == "finished" for r in rows) + done0
+        clock = "emulated" if spec.name == "emu" else "simulated"
+        print(f"{pair} ({spec.label}): {done} of {len(jobs)} jobs finished, {res.end_time_s:.6g} s {clock}, "
+              f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
     columns = list(JOB_COLUMNS)
     if spec.name == "emu":
         columns += _add_measured(rows, engine)
@@ -467,8 +473,8 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     """
     rows = []
     for pair in pairs:
-        sub = path / str(pair)
-        old = previous_dir / str(pair) if previous_dir is not None else None
+        sub = path / policy_folder(str(pair))
+        old = previous_dir / policy_folder(str(pair)) if previous_dir is not None else None
         if old is not None and (old / "summary.json").is_file():
             shutil.copytree(old, sub)
             summary = json.loads((sub / "summary.json").read_text(encoding="utf-8"))
@@ -480,6 +486,7 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     cols = [k for k in SUMMARY_KEYS if any(k in r for r in rows)]
     df = pd.DataFrame(rows)[cols]
     df["policy"] = names
+    df["rank"] = ranks(df)  # by total JCT; empty for a policy that left jobs unfinished
     df.to_csv(path / "comparison.csv", index=False)
     if not report:
         return df

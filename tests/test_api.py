@@ -35,8 +35,11 @@ def test_the_policy_types_and_the_api_come_from_one_place():
 def test_load_and_replace():
     t = rtb.load_trial(DEMO)
     assert (t.name, t.seed, t.config["workload"]["jobs"]) == ("demo", 1, 60)
-    s = t.replace(seed=5, workload={"jobs": 7}, cluster={"servers": [{"count": 2, "gpus": 2}]})
-    assert s.seed == 5 and len(s.jobs()) == 7
+    small = {"servers": [{"count": 2, "gpus": 2}]}
+    with pytest.raises(rtb.ConfigError, match="needs 8 GPUs but the cluster has 4"):  # demo's 8-GPU jobs
+        t.replace(seed=5, workload={"jobs": 7}, cluster=small).jobs()
+    s = t.replace(seed=5, workload={"jobs": 7, "oversize": "clip"}, cluster=small)
+    assert s.seed == 5 and len(s.jobs()) == 7 and max(j.gpus for j in s.jobs()) <= 4
     assert s.config["workload"]["models"] == t.config["workload"]["models"]  # other keys kept
     assert s.cluster.total_gpus == 4 and s.config["cluster"]["nic_gbps"] == t.config["cluster"]["nic_gbps"]
     assert t.config["workload"]["jobs"] == 60  # the original is unchanged

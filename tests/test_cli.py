@@ -264,3 +264,14 @@ def test_scripts_are_thin_entry_points_of_registered_benches():
     assert set(names) == mods
     for m in ("fidelity", "emu_scale", "soak_emu", "crosscheck_coflowsim", "asrpt_testbed", "wcs_orders"):
         assert callable(importlib.import_module(f"raytestbed.experiments.benches.{m}").main)
+
+
+def test_synthetic_job_larger_than_the_cluster_is_refused_unless_clipped(tmp_path, capsys):
+    cluster = "cluster: {name: one, nic_gbps: 10, intra_gbytes_per_s: 300, servers: [{count: 1, gpus: 8}]}\n"
+    t = _write(tmp_path, "t.yaml", cluster + "workload: {kind: synthetic, jobs: 4, gpu_mix: {16: 1}}\n")
+    err = _err(tmp_path, capsys, ["run", str(t)])
+    assert "job 0 (group g" in err and "needs 16 GPUs but the cluster has 8" in err and "oversize: clip" in err
+    t = _write(tmp_path, "c.yaml", cluster + "workload: {kind: synthetic, jobs: 4, gpu_mix: {16: 1}, oversize: clip}\n")
+    out = tmp_path / "clipped"
+    assert main(["run", str(t), "--out", str(out), "--quiet"]) == 0
+    assert (pd.read_csv(out / "jobs.csv")["gpus"] == 8).all()

@@ -122,6 +122,26 @@ def test_fifo_and_asrpt_end_to_end_with_a_server_killed(tmp_path, ray_local):
 
 
 @pytest.mark.slow
+def test_policy_fault_in_the_clock_actor_is_one_line_on_the_terminal(tmp_path, ray_local, capsys):
+    """The exception is raised inside the clock actor; the driver prints the same one line as the simulator."""
+    t = _trial(tmp_path)
+    (tmp_path / "faulty_emu.py").write_text(
+        "from raytestbed import JobArrived, Policy\n\n\n"
+        "class Raises(Policy):\n"
+        "    role = 'placement'\n\n"
+        "    def on_event(self, event, view):\n"
+        "        return 1 / 0 if isinstance(event, JobArrived) and event.job.job_id == 2 else []\n")
+    out = tmp_path / "out"
+    code = main(["run", str(t), "--policy", "faulty_emu:Raises", "--backend", "emu", "--out", str(out), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and not out.exists(), err
+    line = [x for x in err.splitlines() if x.startswith("raytestbed: error: ")]
+    assert line == ["raytestbed: error: policy 'faulty_emu:Raises' failed on JobArrived at t = 0.5 s (job 2): "
+                    "raised ZeroDivisionError: division by zero"], err
+    assert "Traceback" not in err
+
+
+@pytest.mark.slow
 def test_fifo_without_faults_matches_sim_keys(tmp_path, ray_local):
     t = _trial(tmp_path)
     assert main(["run", str(t), "--backend", "emu", "--out", str(tmp_path / "e"), "--quiet"]) == 0

@@ -36,8 +36,7 @@ def test_sjfbco_fig7_through_the_sweep_path_equals_a_direct_simulation(tmp_path)
 
     if find_data_dir() is None:
         pytest.skip("shared/data not available")
-    md = reproduce("sjfbco", "7", True, tmp_path / "r", executor="serial", show_progress=False)
-    text = md.read_text()
+    text = reproduce("sjfbco", "7", True, tmp_path / "r", executor="serial", show_progress=False).md.read_text()
     assert "Paper: With kappa = 1, the makespan decreases monotonically" in text and "Ours: shape" in text
     df = pd.read_csv(tmp_path / "r" / "fig7" / "sweep.csv")
     assert sorted(df["policy_params.sjf-bco.lam"]) == [1.0, 2.0, 4.0, 8.0]
@@ -168,3 +167,61 @@ def test_asrpt_jobs_figure_on_the_google_workload(tmp_path, monkeypatch):
     assert set(ho["x"]) == {150, 300} and set(ho["test_jobs"]) == {90, 120}  # 20 % of 300 history + n jobs
     # every logical name recurs with one run time: its median is exact on the held-out jobs
     assert (ho[ho["predictor"] == "median"]["mae_iterations"] == 0).all()
+
+
+def _tiny_figure(tmp_path, workload: str):
+    """A one-claim figure whose sweep is 2 cells of a 4-job trial (``workload``: the trial's workload line)."""
+    from raytestbed.config import load_trial
+    from raytestbed.experiments.papers import Claim, Figure
+    from raytestbed.experiments.spec import Sweep
+
+    t = tmp_path / "tiny.yaml"
+    t.write_text(f"name: tiny\ncluster: laptop.yaml\n{workload}\n")
+    return Figure("sjfbco", "fig7", "tiny", "a claim", sweep=lambda quick: Sweep("tiny", [load_trial(t)], seeds=[1, 2]),
+                  ours=lambda table, folder: [f"Ours: {len(table)} cells"],
+                  claims=(Claim("FIFO finishes every job", lambda table, folder: ("4 jobs", "reproduced")),))
+
+
+def test_quick_run_is_a_smoke_test_without_verdict_and_never_writes_the_results_page(tmp_path, capsys,
+                                                                                    monkeypatch):
+    import raytestbed.experiments.reproduce as rp
+
+    fig = _tiny_figure(tmp_path, "workload: {kind: synthetic, jobs: 4, iterations: [20, 50]}")
+    monkeypatch.setattr(rp, "select", lambda paper, figs, workload=None: [fig])
+    out = tmp_path / "r"
+    assert main(["reproduce", "sjfbco", "--quick", "--serial", "--quiet", "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "smoke test of the pipeline, no verdict" in cap.out
+    claims = pd.read_csv(out / "claims.csv")
+    assert list(claims.columns) == ["figure", "claim", "ours"] and claims["ours"].tolist() == ["4 jobs"]
+    text = (out / "reproduction.md").read_text()
+    assert "no verdict" in text and "verdict |" not in text and "reproduced" not in text
+    # --quick never writes a results page
+    page = tmp_path / "results.md"
+    page.write_text("keep\n")
+    for flags in (["--results-md", str(page)], ["--write-docs"]):
+        assert main(["reproduce", "sjfbco", "--quick", "--serial", "--quiet", "--out", str(out), *flags]) == 2
+        assert "smoke test" in capsys.readouterr().err
+    assert page.read_text() == "keep\n"
+    # a full run writes its verdict, into the page it is given
+    assert main(["reproduce", "sjfbco", "--serial", "--quiet", "--out", str(tmp_path / "full"),
+                 "--results-md", str(page)]) == 0
+    assert "| fig7 | FIFO finishes every job | 4 jobs | reproduced | full |" in page.read_text()
+
+
+def test_failed_cells_exit_1_with_one_line_per_cause_and_leave_the_page_alone(tmp_path, capsys, monkeypatch):
+    import raytestbed.experiments.reproduce as rp
+
+    fig = _tiny_figure(tmp_path, "workload: {kind: csv, path: missing.csv}")
+    monkeypatch.setattr(rp, "select", lambda paper, figs, workload=None: [fig])
+    page = tmp_path / "results.md"
+    page.write_text("keep\n")
+    out = tmp_path / "r"
+    assert main(["reproduce", "sjfbco", "--serial", "--quiet", "--out", str(out), "--results-md", str(page)]) == 1
+    err = capsys.readouterr().err
+    causes = [x for x in err.splitlines() if "cells failed" in x]
+    assert len(causes) == 1 and causes[0].startswith("raytestbed: 2 cells failed: ") and "missing.csv" in causes[0]
+    assert f"{page} left as it was: 2 cell(s) failed" in err
+    assert page.read_text() == "keep\n"
+    verdict = pd.read_csv(out / "claims.csv")["verdict"].tolist()
+    assert verdict == ["not evaluated: 2 of 2 cells failed"]

@@ -111,6 +111,9 @@ class DecisionBook:
         ``known_flow``: if given, ``SetFlowRates`` for a flow id it rejects is an error.
         """
         st = self.state
+        if isinstance(d, (StartJob, Resize)) and not isinstance(d.placement, Placement):
+            raise PolicyError(f"{policy}: the placement of job {d.job_id} is a {type(d.placement).__name__}, "
+                              f"not a Placement")
         if isinstance(d, StartJob):
             job = st.pending.get(d.job_id)
             if job is None:

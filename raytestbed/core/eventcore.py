@@ -55,13 +55,56 @@ from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.core.state import ClusterState, RunningJob
-from raytestbed.errors import PolicyError
+from raytestbed.errors import PolicyError, PolicyFault
 
 #: heap priorities at equal time: completions, faults, arrivals, ticks
 P_DONE, P_FAULT, P_ARRIVAL, P_TICK = 0, 1, 2, 3
 
 #: fault kinds the event core knows (``Fault.kind``)
 FAULT_KINDS = ("kill_server", "slow_nic")
+
+
+def describe_event(ev: Event) -> str:
+    """``JobArrived at t = 12.5 s (job 3)``: an event's kind, time (seconds) and job, for messages."""
+    job = getattr(ev, "job_id", None)
+    if job is None and getattr(ev, "job", None) is not None:
+        job = ev.job.job_id
+    if job is None and getattr(ev, "server_id", None) is not None:
+        return f"{ev.kind} at t = {ev.time:.6g} s (server {ev.server_id})"
+    return f"{ev.kind} at t = {ev.time:.6g} s" + (f" (job {job})" if job is not None else "")
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return text[0][:300] if text else "(no message)"
+
+
+def _without_name(e: BaseException, pol: Policy) -> str:
+    """An error's first line without a leading ``<policy name>: `` (the fault names the policy itself)."""
+    text = _first_line(e)
+    return text[len(pol.name) + 2:] if text.startswith(f"{pol.name}: ") else text
+
+
+def policy_fault(pol: Policy, ev: Event, problem: str, cause: BaseException | None = None) -> PolicyFault:
+    """The one-line error for a policy that failed on event ``ev`` (the traceback of ``cause`` kept as text)."""
+    import traceback
+
+    detail = "".join(traceback.format_exception(cause)) if cause is not None else ""
+    return PolicyFault(f"policy {pol.name!r} failed on {describe_event(ev)}: {problem}", detail)
+
+
+def _decision_list(decisions: Any, pol: Policy, ev: Event) -> list[Decision]:
+    """What ``on_event`` returned, checked: a list (or tuple) of decisions; None counts as no decision."""
+    if decisions is None:
+        return []
+    if not isinstance(decisions, (list, tuple)):
+        what = type(decisions).__name__
+        hint = " (wrap it: [decision])" if isinstance(decisions, Decision) else ""
+        raise policy_fault(pol, ev, f"returned a {what}, not a list of decisions{hint}")
+    for i, d in enumerate(decisions):
+        if not isinstance(d, Decision):
+            raise policy_fault(pol, ev, f"item {i} of the returned list is a {type(d).__name__}, not a decision")
+    return list(decisions)
 
 
 @dataclass
@@ -204,16 +247,30 @@ class EventCore:
                 self._on_event(ev)
             for pol in self.policies:
                 t0 = time.perf_counter()
-                decisions = pol.on_event(ev, self.view)
+                try:
+                    decisions = pol.on_event(ev, self.view)
+                except PolicyError as e:  # the policy refuses on purpose (e.g. a job pattern it cannot run)
+                    raise policy_fault(pol, ev, _without_name(e, pol), e) from e
+                except Exception as e:  # the policy's own failure: one line naming it and the event
+                    raise policy_fault(pol, ev, f"raised {type(e).__name__}: {_first_line(e)}", e) from e
                 dt = time.perf_counter() - t0
                 self.decision_times.append(dt)
+                decisions = _decision_list(decisions, pol, ev)
                 if decisions:
                     if isinstance(ev, Tick):
                         self._tick_led_to_decision = True
                     if self._on_decisions is not None:
                         self._on_decisions(ev, pol.name, dt, decisions)
                     for d in decisions:
-                        self.apply(d, pol)
+                        try:
+                            self.apply(d, pol)
+                        except PolicyFault:
+                            raise
+                        except PolicyError as e:  # a decision the backend cannot apply
+                            problem = _without_name(e, pol)
+                            kind = type(d).__name__
+                            problem = problem if problem.startswith(kind) else f"{kind}: {problem}"
+                            raise policy_fault(pol, ev, problem, e) from e
             if isinstance(ev, JobArrived):
                 self.book.note_predictions(ev.job.job_id, self.policies)
             self.after_event(ev)

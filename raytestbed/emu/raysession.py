@@ -40,8 +40,10 @@ core worker prints a C stack on SIGTERM); a handler the caller had installed
 from __future__ import annotations
 
 import contextlib
+import logging
 import math
 import os
+import re
 import secrets
 import signal
 import sys
@@ -52,6 +54,42 @@ from dataclasses import dataclass, field
 from raytestbed.errors import ConfigError, RaytestbedError
 
 AUTH_MODES = ("session", "disabled", "inherit")
+
+#: messages Ray's processes push to the driver that a user cannot act on: the raylet's note that the
+#: emulator's many actors outnumber its worker start-up concurrency (one actor per emulated GPU host)
+_NOISE = re.compile(r"worker processes have been started on node|maximum expected startup concurrency")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain_driver_messages() -> None:
+    """Print the messages Ray's processes push to this driver (errors, warnings) as plain lines on stderr:
+    ``ray (raylet): ...``, without colour codes, leaving out the start-up concurrency notes (``_NOISE``).
+
+    Ray prints them from a thread of the driver with ``ray._private.worker.print_to_stdstream`` (to
+    stdout, coloured, whether or not it is a terminal); that function is replaced once per process.
+    Real errors (a worker that died, memory pressure) still show. Without that private function
+    (another Ray version) nothing changes.
+    """
+    try:
+        import ray._private.worker as ray_worker
+    except ImportError:
+        return
+    original = getattr(ray_worker, "print_to_stdstream", None)
+    if original is None or getattr(original, "_raytestbed_plain", False):
+        return
+
+    def plain(data, ignore_prefix=False):
+        try:
+            lines = [_ANSI.sub("", str(line)) for line in data.get("lines", [])]
+            lines = [line for line in lines if line.strip() and not _NOISE.search(line)]
+            who = data.get("pid", "ray")
+            for line in lines:
+                print(f"ray ({who}): {line}", file=sys.stderr, flush=True)
+        except Exception:  # never lose a message to the filter
+            original(data, ignore_prefix)
+
+    plain._raytestbed_plain = True
+    ray_worker.print_to_stdstream = plain
 _AUTH_ENV = ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH")
 
 START_TIMEOUT_ENV = "RAYTESTBED_RAY_START_TIMEOUT_S"
@@ -348,6 +386,9 @@ class RaySession:
         if auth != "inherit":
             _refresh_ray_auth_config()
         session = cls(owns=True, attached=bool(address), address=address, auth=auth, _saved_env=saved)
+        plain_driver_messages()
+        ray_opts.setdefault("logging_level", logging.WARNING)  # no "Started a local Ray instance" line
+
         def start():
             with _keep_sigterm_handler():
                 if address:

@@ -1,6 +1,6 @@
 """``docs/results.md``: per paper, claim by claim — the paper's number, ours, the verdict, the command.
 
-``raytestbed reproduce PAPER`` rewrites the rows of the figures it ran inside the paper's
+``raytestbed reproduce PAPER --write-docs`` rewrites the rows of the figures it ran inside the paper's
 section (between ``<!-- results:PAPER -->`` and ``<!-- /results:PAPER -->``); rows of figures
 it did not run are kept. The sections keep the papers' order; text outside them is kept.
 """
@@ -22,9 +22,8 @@ HEADER = """# Results: the papers' claims beside ours
 Each row is one claim of a paper's figure: the paper's number or finding, ours, and the verdict
 (**reproduced**, **partly** or **not reproduced**, with the reason). Every section is written by
 the command under its heading, which runs the figures as sweeps (`docs/sweeps.md`, "Paper
-reproductions"); the folder it names holds every run, the tables and the plots. `--quick` runs
-shrink every figure (fewer points, one seed, smaller workloads): their verdicts are about the
-shrunk setting.
+reproductions"); the folder it names holds every run, the tables and the plots. Only full runs
+write here (`--write-docs`); `--quick` is a smoke test without verdicts.
 """
 
 
@@ -46,8 +45,8 @@ def update(path: Path, paper: str, run: str, rows: list[dict[str, str]], figures
     body = sorted(kept + new, key=lambda line: order.get(line.split(" | ")[0].lstrip("| ").strip(), -1))
     sections[paper] = "\n".join([
         f"<!-- results:{paper} -->", f"## {TITLES[paper]}", "",
-        f"Command: `raytestbed reproduce {paper} [--fig FIG] [--quick]` (run `quick`: with `--quick`); folder "
-        f"`results/reproduce/{paper}[-quick]/`, `reproduction.md` there has the full tables.", "",
+        f"Command: `raytestbed reproduce {paper} [--fig FIG] --write-docs` (run `full`: the paper's figures at "
+        f"their full size); folder `results/reproduce/{paper}/`, `reproduction.md` there has the full tables.", "",
         "| figure | the paper | ours | verdict | run |", "|---|---|---|---|---|", *body, f"<!-- /results:{paper} -->"])
     head = text.split("<!-- results:")[0].rstrip() + "\n" if "<!-- results:" in text else text.rstrip() + "\n"
     tail = text.rsplit("<!-- /results:", 1)[1].split("-->", 1)[1] if "<!-- /results:" in text else ""

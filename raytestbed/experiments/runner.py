@@ -53,7 +53,8 @@ class SweepRun:
 
 def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: str | None = None,
               workers: int | None = None, show_progress: bool = True, force: bool = False,
-              on_cell: Callable[[Cell, dict[str, Any]], None] | None = None, write_tables: bool = True) -> SweepRun:
+              on_cell: Callable[[Cell, dict[str, Any]], None] | None = None, write_tables: bool = True,
+              report_failures: bool = True) -> SweepRun:
     """Run the cells of ``sweep`` not yet finished in ``out``; write ``sweep.csv``, ``aggregate.csv``, plots.
 
     ``executor``: ``ray`` or ``serial``; ``address``: a Ray cluster to attach to (default: a
@@ -87,9 +88,14 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
             res.ran.append(cell.key)
         else:
             res.failed.append({**cell.describe(), "error": result["error"], "host": result.get("host")})
-            bar.write(f"cell {cell.key} failed: {result['error']}")
+            if report_failures and len(res.failed) == 1:  # the first at once; all of them, grouped, at the end
+                bar.write(f"cell {cell.key} failed: {result['error']}")
         bar.update(1)
         bar.set_postfix(failed=len(res.failed), refresh=False)
+        if show_progress and bar.disable:  # not a terminal (a log file, a pipe): a plain line per cell
+            n = len(res.ran) + len(res.kept) + len(res.failed)
+            print(f"{sweep.name}: cell {n}/{len(cells)} {cell.key}: {'done' if result['ok'] else 'failed'} "
+                  f"({result.get('wall_s', 0.0):.1f} s)", flush=True)
         if on_cell is not None:
             on_cell(cell, result)
 
@@ -166,7 +172,20 @@ def _remove_partials(root: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+def failure_lines(failed: list[dict[str, Any]]) -> list[str]:
+    """One line per distinct cause of the failed cells, most frequent first:
+    ``26 cells failed: ConfigError: Philly data not found (...) (e.g. cell trial/base/fifo/seed-1)``."""
+    groups: dict[str, list[str]] = {}
+    for f in failed:
+        groups.setdefault(str(f.get("error", "")).strip() or "unknown error", []).append(str(f.get("cell", "?")))
+    out = []
+    for error, cells in sorted(groups.items(), key=lambda kv: -len(kv[1])):
+        n = len(cells)
+        out.append(f"{n} cell{'s' if n > 1 else ''} failed: {error} (e.g. cell {cells[0]})")
+    return out
+
+
 def print_failures(res: SweepRun, file=None) -> None:
-    """One line per failed cell (stderr by default)."""
-    for f in res.failed:
-        print(f"raytestbed: cell {f['cell']} failed: {f['error']}", file=file or sys.stderr)
+    """One line per distinct cause of the failed cells (stderr by default)."""
+    for line in failure_lines(res.failed):
+        print(f"raytestbed: {line}", file=file or sys.stderr)

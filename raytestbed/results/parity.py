@@ -4,8 +4,9 @@ Given two ``compare`` folders made from the same trial, seed and policies (for
 instance the simulator and the emulator), report per policy the relative
 difference of total JCT and makespan (``(b - a) / a``), the per-job JCT
 differences, and whether the policy ranking by total JCT agrees. The check passes
-when every |relative difference| <= ``limit`` and no two policies are ordered oppositely
-(ties, within a relative 1e-6, are compatible with either order; see :func:`rankings_agree`).
+when every |relative difference| <= ``limit``, no job finished on one side only (a job unfinished
+on one side fails the check; its JCT difference cannot be measured) and no two policies are ordered
+oppositely (ties, within a relative 1e-6, are compatible with either order; see :func:`rankings_agree`).
 
 Per job, besides the JCTs, both sides' first start, placement and mean iteration time (first
 start to finish over the iterations), so that a residual can be told apart: a job that iterates
@@ -22,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from raytestbed.results.report import md_table
+from raytestbed.results.writer import policy_folder
 
 
 def _ranking(df: pd.DataFrame) -> list[str]:
@@ -71,19 +73,25 @@ def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_n
         rb = b[b["policy"].astype(str) == pol].iloc[0]
         d_total = (rb["total_jct_s"] - ra["total_jct_s"]) / ra["total_jct_s"]
         d_mk = (rb["makespan_s"] - ra["makespan_s"]) / ra["makespan_s"]
-        ja = _with_mean_iteration(pd.read_csv(Path(a_dir) / pol / "jobs.csv"))
-        jb = _with_mean_iteration(pd.read_csv(Path(b_dir) / pol / "jobs.csv"))
+        ja = _with_mean_iteration(pd.read_csv(Path(a_dir) / policy_folder(pol) / "jobs.csv"))
+        jb = _with_mean_iteration(pd.read_csv(Path(b_dir) / policy_folder(pol) / "jobs.csv"))
         both = [c for c in _JOB_COLUMNS if c in ja.columns and c in jb.columns]
         info = [c for c in _JOB_INFO if c in ja.columns]  # what the job is: the same on both sides
-        j = ja[["job_id", *info, "jct_s", *both]].merge(jb[["job_id", "jct_s", *both]], on="job_id",
-                                                        suffixes=(f"_{a_name}", f"_{b_name}"))
+        status = [c for c in ("status",) if c in ja.columns and c in jb.columns]
+        j = ja[["job_id", *info, *status, "jct_s", *both]].merge(jb[["job_id", *status, "jct_s", *both]],
+                                                                 on="job_id", suffixes=(f"_{a_name}", f"_{b_name}"))
+        # a job finished on one side only is a failure of the check, never a NaN difference left out
+        one_side = (j[f"status_{a_name}"] != j[f"status_{b_name}"]) if status else pd.Series(False, index=j.index)
         j["diff_s"] = j[f"jct_s_{b_name}"] - j[f"jct_s_{a_name}"]
         j["rel_diff"] = j["diff_s"] / j[f"jct_s_{a_name}"]
         if "placement" in both:
             j["same_placement"] = j[f"placement_{a_name}"].astype(str) == j[f"placement_{b_name}"].astype(str)
         j.insert(0, "policy", pol)
         job_frames.append(j)
-        rel = j["rel_diff"].abs().to_numpy()
+        rel = j["rel_diff"].abs().dropna().to_numpy()
+        unfinished_a = int((j[f"status_{a_name}"] != "finished").sum()) if status else 0
+        unfinished_b = int((j[f"status_{b_name}"] != "finished").sum()) if status else 0
+        within = bool(abs(d_total) <= limit and abs(d_mk) <= limit and not one_side.any())
         rows.append({
             "policy": pol,
             f"total_jct_s_{a_name}": ra["total_jct_s"], f"total_jct_s_{b_name}": rb["total_jct_s"],
@@ -92,7 +100,9 @@ def parity(a_dir: Path, b_dir: Path, limit: float = 0.10, a_name: str = "a", b_n
             "makespan_rel_diff": d_mk,
             "job_jct_rel_diff_median": float(np.median(rel)) if rel.size else float("nan"),
             "job_jct_rel_diff_p90": float(np.percentile(rel, 90)) if rel.size else float("nan"),
-            "within_limit": bool(abs(d_total) <= limit and abs(d_mk) <= limit),
+            f"unfinished_{a_name}": unfinished_a, f"unfinished_{b_name}": unfinished_b,
+            "unfinished_one_side": " ".join(str(int(x)) for x in j.loc[one_side, "job_id"]),  # job ids
+            "within_limit": within,
         })
     pol_df = pd.DataFrame(rows)
     rank_a = _ranking(a[a["policy"].astype(str).isin(common)])

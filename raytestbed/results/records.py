@@ -118,6 +118,7 @@ def summarize(
         "jobs": int(len(df)),
         "finished": int(len(fin)),
         "unfinished": int(len(df) - len(fin)),
+        "unfinished_jobs": [int(j) for j in df.loc[df["status"] != "finished", "job_id"]],
         "total_jct_s": float(jct.sum()),
         "avg_jct_s": float(jct.mean()) if len(fin) else math.nan,
         "median_jct_s": float(jct.median()) if len(fin) else math.nan,

@@ -19,7 +19,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "total_jct_s", "avg_jct_s",
+from raytestbed.results.writer import policy_folder  # noqa: E402
+
+SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s",
                 "median_jct_s", "makespan_s", "gpu_utilisation", "total_utility", "avg_cct_s", "p95_cct_s",
                 "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
 
@@ -214,7 +216,7 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     df = pd.read_csv(folder / "comparison.csv")
     fig, ax = plt.subplots(figsize=(6, 4))
     for pol in df["policy"].astype(str):
-        sub = folder / pol
+        sub = folder / policy_folder(pol)
         if (sub / "jobs.csv").exists():
             run_report(sub, total_gpus)
             _jct_cdf(ax, pd.read_csv(sub / "jobs.csv"), pol)
@@ -226,17 +228,19 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     fig.tight_layout()
     fig.savefig(folder / "jct_cdf.png", dpi=100)
     plt.close(fig)
-    best = df.loc[df["total_jct_s"].astype(float).idxmin(), "policy"]
-    # "./" keeps a plug-in's import path (my_sched:Greedy) from reading as a URL scheme
-    links = "\n".join(f"- [{p}]({'./' if ':' in p else ''}{p}/report.md)" for p in df["policy"].astype(str))
-    cols = [c for c in ["policy", "jobs", "finished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
+    from raytestbed.results.ranking import rank_labels, summary_line
+
+    verdict = summary_line(df)
+    df = df.assign(rank=rank_labels(df))
+    links = "\n".join(f"- [{p}]({policy_folder(p)}/report.md)" for p in df["policy"].astype(str))
+    cols = [c for c in ["policy", "rank", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
                         "total_utility", "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s",
                         "note"] if c in df.columns and not (c == "note" and df[c].isna().all())]
     text = f"""# Comparison
 
 {md_table(df[cols])}
 
-Lowest total JCT: **{best}**.
+{verdict}.
 
 ![total JCT and makespan](comparison.png)
 

@@ -28,6 +28,12 @@ import yaml
 from raytestbed.errors import RaytestbedError
 
 
+def policy_folder(policy: str) -> str:
+    """The sub-folder of a comparison for ``policy``: its id with ``:`` (an import path's separator, which
+    some file systems and URLs do not take) written as ``.``, e.g. ``my_sched.policies.Greedy``."""
+    return str(policy).replace(":", ".")
+
+
 def _clean(v: Any) -> Any:
     """JSON-safe value: NaN/inf become None."""
     if isinstance(v, float) and not math.isfinite(v):
@@ -68,6 +74,25 @@ def _has_finished_jobs(folder: Path) -> bool:
     return False
 
 
+class FolderExistsError(RaytestbedError):
+    """The results folder exists and is not empty; the message says how to replace (or resume) it, in the
+    words of the entry point: ``--force`` on the command line, ``force=True`` in Python (:meth:`for_python`)."""
+
+    def __init__(self, out: Path, resumable: bool = False, python: bool = False) -> None:
+        self.out, self.resumable, self.python = Path(out), resumable, python
+        force = "force=True" if python else "--force"
+        resume = (" or raytestbed run/compare --resume to continue it" if python else " or --resume to continue it"
+                  ) if resumable else ""
+        super().__init__(f"{self.out}: results folder exists and is not empty (use {force} to replace it{resume})")
+
+    def for_python(self) -> "FolderExistsError":
+        """The same error, worded for the Python API."""
+        return FolderExistsError(self.out, self.resumable, python=True)
+
+    def __reduce__(self):
+        return (type(self), (self.out, self.resumable, self.python))
+
+
 class ResultsFolder:
     """A results folder under construction; use as a context manager.
 
@@ -79,9 +104,7 @@ class ResultsFolder:
     def __init__(self, out: str | os.PathLike, force: bool = False, resumable: dict[str, Any] | None = None) -> None:
         self.out = Path(out)
         if self.out.exists() and any(self.out.iterdir()) and not force:
-            hint = " or --resume to continue it" if (self.out / "RESUMABLE.json").exists() else ""
-            raise RaytestbedError(f"{self.out}: results folder exists and is not empty (use --force to replace it"
-                                  f"{hint})")
+            raise FolderExistsError(self.out, (self.out / "RESUMABLE.json").exists())
         self.force = force
         self.resumable = resumable
         self.preserved = False
@@ -98,7 +121,10 @@ class ResultsFolder:
         for f in self._streams.values():
             f.close()
         if exc_type is not None:
-            if self.resumable is not None and _has_finished_jobs(self.tmp):
+            # an interruption or a crash keeps the finished jobs; a user error (a policy fault, bad input)
+            # would only fail again on resume, so it leaves nothing
+            if (self.resumable is not None and not issubclass(exc_type, RaytestbedError)
+                    and _has_finished_jobs(self.tmp)):
                 write_json(self.tmp / "RESUMABLE.json", self.resumable)
                 self._replace_out()
                 self.preserved = True

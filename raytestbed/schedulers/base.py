@@ -110,10 +110,12 @@ def policy_class(name: str, search: Iterable[Path] = ()) -> type[Policy]:
 
 def describe_policy(cls: type[Policy]) -> str:
     """The one line ``raytestbed policies`` shows: ``description``, else the docstring's first line."""
+    from raytestbed.plugins import plain_text
+
     if cls.description:
-        return cls.description
+        return plain_text(cls.description)
     doc = (inspect.getdoc(cls) or "").strip()
-    return doc.splitlines()[0] if doc and cls.__doc__ is not Policy.__doc__ else ""
+    return plain_text(doc.splitlines()[0]) if doc and cls.__doc__ is not Policy.__doc__ else ""
 
 
 def make_policy(name: str, role: str | None = None, seed: int = 0, search: Iterable[Path] = (),

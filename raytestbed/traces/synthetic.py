@@ -9,6 +9,8 @@ Arrivals are Poisson with mean gap ``mean_interarrival_s``.
 
 from __future__ import annotations
 
+from typing import Literal
+
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator
 
@@ -30,6 +32,9 @@ class SyntheticParams(LoaderParams):
     users: PositiveInt = 8
     zipf_s: float = Field(1.1, ge=0)
     iteration_spread: float = Field(0.3, ge=0)
+    #: a job asking for more GPUs than the cluster has: ``error`` refuses the trial (naming the job and both
+    #: sizes), ``clip`` runs it on every GPU of the cluster
+    oversize: Literal["error", "clip"] = "error"
 
     @field_validator("gpu_mix", "comm_mix")
     @classmethod
@@ -84,6 +89,12 @@ def synthetic_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
                                       f"job {jid}: typical iterations x lognormal(0, iteration_spread)")
         except ValueError as e:
             raise ConfigError(f"{ctx.where}.iteration_spread: {e}") from None
-        jobs.append(build_job(jid, round(t, 6), ctx.profiles[g["model"]], min(g["gpus"], ctx.cluster.total_gpus),
-                              g["comm"], iters, user=g["user"], group=f"g{gid}"))
+        gpus, total = g["gpus"], ctx.cluster.total_gpus
+        if gpus > total:
+            if p.oversize == "error":
+                raise ConfigError(f"{ctx.where}: job {jid} (group g{gid}) needs {gpus} GPUs but the cluster has "
+                                  f"{total} (set the workload's oversize: clip to run such jobs on {total} GPUs)")
+            gpus = total
+        jobs.append(build_job(jid, round(t, 6), ctx.profiles[g["model"]], gpus, g["comm"], iters, user=g["user"],
+                              group=f"g{gid}"))
     return jobs
