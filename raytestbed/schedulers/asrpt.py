@@ -39,7 +39,10 @@ multiplied by the median ratio of recent jobs of the same model (of all recent j
 when none had that model). This is how the emulator's measurements (pipeline fill,
 Ray messaging, host load) reach the policy; in the analytic simulator the measured
 time *is* eq. (7), the ratio is 1 and nothing changes. Virtual sizes of jobs that
-already arrived are not revised (the SRPT instance stays one fixed instance).
+already arrived are not revised (the SRPT instance stays one fixed instance). The
+calibration changes durations only: the L12 test alpha_i / alpha~min_i <= COMM_HEAVY
+compares two eq. (7) times (the same factor on both sides would cancel), and the L8
+flag alpha^max / alpha~min is a ratio of two equally scaled times.
 Predictors: :mod:`raytestbed.predict.iterations`, refitted online from
 ``JobFinished`` every ``retrain_every`` completions (``history`` rows, if given,
 are fitted before the first job).
@@ -168,10 +171,11 @@ class AlphaCalibration:
 @dataclass(slots=True)
 class _JobInfo:
     n_pred: int
-    a_min: float
-    a_max: float
+    a_min: float  #: alpha~min_i times the calibration factor f at arrival, seconds
+    a_max: float  #: alpha^max_i times f, seconds
     heavy: bool
-    p_virt: float  #: (g_i/G) ñ_i alpha~min_i, seconds
+    p_virt: float  #: (g_i/G) ñ_i alpha~min_i (calibrated), seconds
+    a_min_model: float  #: alpha~min_i of eq. (7), uncalibrated (the L12 test's denominator), seconds
 
 
 @dataclass(slots=True)
@@ -273,14 +277,15 @@ class AsrptPolicy(Policy):
 
     def _arrive(self, job: Job, t: float) -> None:
         est = self._est
-        a_min, a_max = est.bounds(job)
+        a_min_model, a_max = est.bounds(job)
+        a_min = a_min_model
         if self.calibrate:
             f = self.calibration.factor(job)
             a_min, a_max = a_min * f, a_max * f
         n_pred = self.predictor.predict(job)
         self.predictions[job.job_id] = n_pred
         info = _JobInfo(n_pred, a_min, a_max, a_max / a_min >= self.comm_heavy,
-                        job.gpus / self._G * n_pred * a_min)
+                        job.gpus / self._G * n_pred * a_min, a_min_model)
         self._info[job.job_id] = info
         self._jobs[job.job_id] = job
         self._queue.extend(self._virt.add(job.job_id, info.p_virt, t))
@@ -339,7 +344,9 @@ class AsrptPolicy(Policy):
             info = self._info[jid]
             if info.heavy:  # L8
                 sel, alpha = self._heavy_try(job, pool)  # L9-L11
-                if alpha / info.a_min <= self.comm_heavy:  # L12-L13
+                # L12-L13: eq. (7) over eq. (7) -- alpha is uncalibrated, so is the denominator
+                # (the calibration factor would cancel: alpha f / (alpha~min f))
+                if alpha / info.a_min_model <= self.comm_heavy:
                     out.append(self._start(job, pool, sel))
                     continue
                 window = self.tau * info.p_virt  # L16
