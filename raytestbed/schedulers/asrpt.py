@@ -44,8 +44,8 @@ calibration changes durations only: the L12 test alpha_i / alpha~min_i <= COMM_H
 compares two eq. (7) times (the same factor on both sides would cancel), and the L8
 flag alpha^max / alpha~min is a ratio of two equally scaled times.
 Predictors: :mod:`raytestbed.predict.iterations`, refitted online from
-``JobFinished`` every ``retrain_every`` completions (``history`` rows, if given,
-are fitted before the first job).
+``JobFinished`` daily in trace time (``retrain_every_s``), or every ``retrain_every``
+completions when given (``history`` rows, if given, are fitted before the first job).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, least_available, most_available
-from raytestbed.predict.iterations import PREDICTORS, OnlinePredictor
+from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
 from raytestbed.schedulers.base import (
     Decision,
     Event,
@@ -192,7 +192,10 @@ class AsrptPolicy(Policy):
     Args:
         seed: seeds Heavy-Edge's random fallback, the random forest and PS placement.
         predictor: ``rf`` (default), ``mean``, ``median``, ``perfect`` or ``given``.
-        retrain_every: refit the predictor every this many completions.
+        retrain_every: refit the predictor every this many completions; None (default): refit
+            every ``retrain_every_s`` seconds of trace time.
+        retrain_every_s: the refit period when ``retrain_every`` is None, seconds (default one
+            day: the paper retrains "hourly/daily", §IV-C-3).
         history: (group, user, iterations) rows fitted before the first job.
         tau: delay factor tau (default 1.0; the paper's testbed used 0).
         comm_heavy: COMM_HEAVY threshold (paper: 1.5).
@@ -206,9 +209,9 @@ class AsrptPolicy(Policy):
     role = "placement"
     fixed_predictor: str | None = None
 
-    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int = 50,
+    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int | None = None,
                  history: Sequence[Sequence[Any]] = (), tau: float = 1.0, comm_heavy: float = 1.5,
-                 delay_mode: str = "blocking", calibrate: bool = True) -> None:
+                 delay_mode: str = "blocking", calibrate: bool = True, retrain_every_s: float = DAY_S) -> None:
         super().__init__(seed)
         where = f"policy_params.{self.name}"
         if self.fixed_predictor is not None:
@@ -223,10 +226,13 @@ class AsrptPolicy(Policy):
             raise ConfigError(f"{where}.comm_heavy: must be > 0, got {comm_heavy!r}")
         if delay_mode not in ("blocking", "deferred"):
             raise ConfigError(f"{where}.delay_mode: {delay_mode!r} (known: blocking, deferred)")
-        if int(retrain_every) < 1:
+        if retrain_every is not None and int(retrain_every) < 1:
             raise ConfigError(f"{where}.retrain_every: must be >= 1, got {retrain_every!r}")
+        if not retrain_every_s > 0:
+            raise ConfigError(f"{where}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
         self.predictor_kind = predictor
-        self.retrain_every = int(retrain_every)
+        self.retrain_every = None if retrain_every is None else int(retrain_every)
+        self.retrain_every_s = float(retrain_every_s)
         self.tau = float(tau)
         self.comm_heavy = float(comm_heavy)
         self.delay_mode = delay_mode
@@ -234,7 +240,7 @@ class AsrptPolicy(Policy):
         self.calibration = AlphaCalibration()
         self.history_rows = len(history)  #: rows fitted before the first job
         self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
-                                         [(str(g), str(u), int(n)) for g, u, n in history])
+                                         [(str(g), str(u), int(n)) for g, u, n in history], self.retrain_every_s)
         self._est: AsrptEstimator | None = None
         self._G = 0
         self._virt = VirtualSrpt()
@@ -268,7 +274,7 @@ class AsrptPolicy(Policy):
             job = self._jobs.pop(event.job_id, None)
             self._info.pop(event.job_id, None)
             if job is not None:
-                self.predictor.observe(job, event.iterations)
+                self.predictor.observe(job, event.iterations, event.time)
         elif isinstance(event, JobFailed):
             self.calibration.ended(event.job_id)
             if event.job_id in self._info:
@@ -282,7 +288,7 @@ class AsrptPolicy(Policy):
         if self.calibrate:
             f = self.calibration.factor(job)
             a_min, a_max = a_min * f, a_max * f
-        n_pred = self.predictor.predict(job)
+        n_pred = self.predictor.predict(job, t)
         self.predictions[job.job_id] = n_pred
         info = _JobInfo(n_pred, a_min, a_max, a_max / a_min >= self.comm_heavy,
                         job.gpus / self._G * n_pred * a_min, a_min_model)
