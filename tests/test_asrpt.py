@@ -372,3 +372,48 @@ def test_line12_compares_eq7_alpha_with_uncalibrated_alpha_min():
         assert pol.delayed == 1, f
         assert recs[2].first_start_s == pytest.approx(10.0 + 2 * p), f
         assert recs[2].servers == 2
+
+
+def test_calibration_factor_equals_the_median_over_its_pools():
+    """The sorted pools give the same factor as taking the medians afresh (random starts,
+    measurements, ends; several models; windows that overflow)."""
+    import random as _random
+    from collections import deque
+    from statistics import median
+
+    from raytestbed.schedulers.asrpt import AlphaCalibration
+
+    rng = _random.Random(7)
+    cal = AlphaCalibration(window=4)
+    live, model_of, done, done_all = {}, {}, {}, deque(maxlen=4)
+
+    def reference(model):
+        same = [median(r) for j, r in live.items() if r and model_of[j] == model] + list(done.get(model, ()))
+        if not same:
+            same = [median(r) for r in live.values() if r] + list(done_all)
+        return median(same) if same else 1.0
+
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.3 or not live:
+            jid = step
+            j = plain(jid, 0.0, 1, 1)
+            j.model = rng.choice("abc")  # type: ignore[misc]
+            cal.started(j, 2.0)
+            live[jid], model_of[jid] = deque(maxlen=16), j.model
+        elif op < 0.75:
+            jid = rng.choice(list(live))
+            s = rng.choice([2.0, 3.0, 4.0, rng.uniform(1, 9)])
+            cal.measured(jid, s)
+            live[jid].append(s / 2.0)
+        else:
+            jid = rng.choice(list(live))
+            cal.ended(jid)
+            r = live.pop(jid)
+            if r:
+                done.setdefault(model_of[jid], deque(maxlen=4)).append(median(r))
+                done_all.append(median(r))
+        for m in "abcd":
+            q = plain(0, 0.0, 1, 1)
+            q.model = m  # type: ignore[misc]
+            assert cal.factor(q) == reference(m)

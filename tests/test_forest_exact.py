@@ -48,3 +48,17 @@ def test_bootstrap_counts_are_numpys_draws(n):
         ref = np.bincount(np.random.RandomState(s).randint(0, n, n), minlength=n)
         np.testing.assert_array_equal(forest._bootstrap_counts(s, n), ref)
         assert forest._splitter_seed(s) == np.random.RandomState(s).randint(0, forest.RAND_R_MAX)
+
+
+def test_bootstrap_sums_are_the_rows_sums():
+    rng = np.random.default_rng(1)
+    n, points = 5000, 37
+    por = rng.integers(0, points, n)
+    y = rng.integers(0, 20000, n).astype(float)
+    for s in (3, 99):
+        c = np.bincount(np.random.RandomState(s).randint(0, n, n), minlength=n)
+        W, S, Q, C = forest._point_sums(por, y, c, points)
+        np.testing.assert_array_equal(W, np.bincount(por, weights=c, minlength=points))
+        np.testing.assert_array_equal(S, np.bincount(por, weights=c * y, minlength=points))
+        np.testing.assert_array_equal(Q, np.bincount(por, weights=c * y * y, minlength=points))
+        np.testing.assert_array_equal(C, np.bincount(por, weights=c > 0, minlength=points))

@@ -151,13 +151,14 @@ def _splitter_seed(seed):
 
 @numba.njit(cache=True)
 def _point_sums(point_of_row, y, counts, n_points):
-    """Per distinct input: bootstrap weight W, sum of w*y S, sum of w*y*y Q, rows drawn C."""
-    n = point_of_row.size
+    """Per distinct input, over one tree's bootstrap (``counts`` per row): weight W = sum of w,
+    S = sum of w y, Q = sum of w y^2, C = rows with w > 0. Every term is an integer, so the sums
+    are scikit-learn's exactly (under the 2**53 bound)."""
     W = np.zeros(n_points)
     S = np.zeros(n_points)
     Q = np.zeros(n_points)
     C = np.zeros(n_points, np.int64)
-    for i in range(n):
+    for i in range(point_of_row.size):
         c = counts[i]
         if c:
             k = point_of_row[i]
@@ -175,9 +176,10 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
     """Grow one tree as ``DepthFirstTreeBuilder`` + ``BestSplitter`` + ``MSE`` would on the rows.
 
     The inputs of a node are a range [start, end) of ``order[f]``, kept sorted by feature f for
-    every f (stable partitions on each split), so a node costs time linear in its inputs.
-    ``presorted[f]``: all inputs sorted by feature f.
-    Returns (feature, threshold, left, right, value) arrays; a leaf has left == -1."""
+    every f (stable partitions on each split), so a node costs time linear in its inputs; a
+    node's sums (rows drawn, weight, sum w y, sum w y^2) come from its parent's split.
+    ``presorted[f]``: all inputs sorted by feature f. Returns (feature, threshold, left, right,
+    value) arrays; a leaf has left == -1."""
     n_features = xs.shape[1]
     max_features = n_features  # RandomForestRegressor's default max_features=1.0
     n_pts = 0
@@ -202,31 +204,29 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
     features = np.arange(n_features)
     constant_features = np.zeros(n_features, np.int64)
     state = np.array([np.uint32(rand_state)], np.uint32)
-    # stack of (start, end, parent, is_left, impurity, n_constant_features)
-    st_start = np.zeros(cap, np.int64)
-    st_end = np.zeros(cap, np.int64)
-    st_parent = np.zeros(cap, np.int64)
-    st_left = np.zeros(cap, np.int64)
-    st_imp = np.zeros(cap)
-    st_const = np.zeros(cap, np.int64)
-    st_start[0], st_end[0], st_parent[0], st_left[0], st_imp[0], st_const[0] = 0, n_pts, -1, 0, np.inf, 0
+    # stack: (start, end, parent, is_left, n_constant_features) and (impurity, rows, w, sum, sq)
+    st_i = np.zeros((cap, 6), np.int64)
+    st_f = np.zeros((cap, 4))
+    n0 = 0
+    w0 = 0.0
+    s0 = 0.0
+    q0 = 0.0
+    for q in range(n_pts):
+        k = order[0, q]
+        n0 += C[k]
+        w0 += W[k]
+        s0 += S[k]
+        q0 += Q[k]
+    st_i[0, 0], st_i[0, 1], st_i[0, 2], st_i[0, 3], st_i[0, 4], st_i[0, 5] = 0, n_pts, -1, 0, 0, n0
+    st_f[0, 0], st_f[0, 1], st_f[0, 2], st_f[0, 3] = w0, s0, q0, np.inf
     top = 1
     n_nodes = 0
     first = True
     while top > 0:
         top -= 1
-        start, end, parent = st_start[top], st_end[top], st_parent[top]
-        is_left, impurity, n_known = st_left[top], st_imp[top], st_const[top]
-        n_node_samples = 0
-        w_node = 0.0
-        sum_total = 0.0
-        sq_total = 0.0
-        for q in range(start, end):
-            k = order[0, q]
-            n_node_samples += C[k]
-            w_node += W[k]
-            sum_total += S[k]
-            sq_total += Q[k]
+        start, end, parent, is_left, n_known = st_i[top, 0], st_i[top, 1], st_i[top, 2], st_i[top, 3], st_i[top, 4]
+        n_node_samples = st_i[top, 5]
+        w_node, sum_total, sq_total, impurity = st_f[top, 0], st_f[top, 1], st_f[top, 2], st_f[top, 3]
         is_leaf = n_node_samples < 2
         if first:
             m = sum_total / w_node
@@ -239,6 +239,10 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
         imp_l = 0.0
         imp_r = 0.0
         improvement = 0.0
+        b_n = 0
+        b_w = 0.0
+        b_s = 0.0
+        b_q = 0.0
         if not is_leaf:
             # ---- BestSplitter.node_split
             f_i = n_features
@@ -270,15 +274,20 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
                 t = features[f_i]
                 features[f_i] = features[f_j]
                 features[f_j] = t
+                n_l = 0
                 sum_l = 0.0
                 w_l = 0.0
+                sq_l = 0.0
+                a = xs[srt[start], feat]
                 for q in range(start, end - 1):
                     k = srt[q]
+                    n_l += C[k]
                     sum_l += S[k]
                     w_l += W[k]
-                    a = xs[k, feat]
+                    sq_l += Q[k]
                     b = xs[srt[q + 1], feat]
                     if b <= a + FEATURE_THRESHOLD:
+                        a = b
                         continue
                     sum_r = sum_total - sum_l
                     w_r = w_node - w_l
@@ -288,15 +297,16 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
                         best_pos = q + 1
                         best_feature = feat
                         best_threshold = np.float64(a) / 2.0 + np.float64(b) / 2.0
+                        b_n, b_w, b_s, b_q = n_l, w_l, sum_l, sq_l
+                    a = b
             if best_pos < end:
-                # x <= threshold goes left; every order[f] is partitioned stably
-                n_left = 0
-                for q in range(start, end):
-                    k = order[0, q]
-                    go_left[k] = np.float64(xs[k, best_feature]) <= best_threshold
-                    if go_left[k]:
-                        n_left += 1
+                # x <= threshold goes left: a prefix of order[best_feature]; the other orders are
+                # partitioned stably
+                for q in range(start, best_pos):
+                    go_left[order[best_feature, q]] = True
                 for f in range(n_features):
+                    if f == best_feature:
+                        continue
                     lo = start
                     hi = 0
                     for q in range(start, end):
@@ -309,24 +319,17 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
                             hi += 1
                     for q in range(hi):
                         order[f, lo + q] = buf[q]
-                best_pos = start + n_left
-                sum_l = 0.0
-                w_l = 0.0
-                sq_l = 0.0
                 for q in range(start, best_pos):
-                    k = order[0, q]
-                    sum_l += S[k]
-                    w_l += W[k]
-                    sq_l += Q[k]
-                sum_r = sum_total - sum_l
-                w_r = w_node - w_l
-                sq_r = sq_total - sq_l
-                ml = sum_l / w_l
+                    go_left[order[best_feature, q]] = False
+                w_r = w_node - b_w
+                sum_r = sum_total - b_s
+                sq_r = sq_total - b_q
+                ml = b_s / b_w
                 mr = sum_r / w_r
-                imp_l = sq_l / w_l - ml * ml
+                imp_l = b_q / b_w - ml * ml
                 imp_r = sq_r / w_r - mr * mr
                 improvement = ((w_node / weighted_n_samples)
-                               * (impurity - (w_r / w_node * imp_r) - (w_l / w_node * imp_l)))
+                               * (impurity - (w_r / w_node * imp_r) - (b_w / w_node * imp_l)))
             # constant-feature bookkeeping (features[:n_known] keep their order for siblings)
             for f in range(n_known):
                 features[f] = constant_features[f]
@@ -345,11 +348,13 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
         if not is_leaf:
             feature[node] = best_feature
             threshold[node] = best_threshold
-            st_start[top], st_end[top], st_parent[top], st_left[top] = best_pos, end, node, 0
-            st_imp[top], st_const[top] = imp_r, n_known
+            st_i[top, 0], st_i[top, 1], st_i[top, 2], st_i[top, 3], st_i[top, 4] = best_pos, end, node, 0, n_known
+            st_i[top, 5] = n_node_samples - b_n
+            st_f[top, 0], st_f[top, 1], st_f[top, 2], st_f[top, 3] = w_node - b_w, sum_total - b_s, sq_total - b_q, imp_r
             top += 1
-            st_start[top], st_end[top], st_parent[top], st_left[top] = start, best_pos, node, 1
-            st_imp[top], st_const[top] = imp_l, n_known
+            st_i[top, 0], st_i[top, 1], st_i[top, 2], st_i[top, 3], st_i[top, 4] = start, best_pos, node, 1, n_known
+            st_i[top, 5] = b_n
+            st_f[top, 0], st_f[top, 1], st_f[top, 2], st_f[top, 3] = b_w, b_s, b_q, imp_l
             top += 1
     return feature[:n_nodes], threshold[:n_nodes], left[:n_nodes], right[:n_nodes], value[:n_nodes]
 

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 import random
 from collections import deque
 from collections.abc import Sequence
@@ -127,6 +128,9 @@ class VirtualSrpt:
 class AlphaCalibration:
     """Measured / modelled per-iteration time ratios, per model name (dimensionless).
 
+    The pools the medians are taken over are kept sorted (``bisect``), so a new arrival's
+    factor costs a lookup, not a median per running job.
+
     Args:
         window: how many recent jobs per model (and overall) the median is taken over.
     """
@@ -137,6 +141,13 @@ class AlphaCalibration:
         self._live: dict[int, deque[float]] = {}  # running job -> its recent ratios
         self._done: dict[str, deque[float]] = {}  # model -> ratios of finished jobs
         self._done_all: deque[float] = deque(maxlen=window)
+        self._live_median: dict[int, float] = {}  # running job with ratios -> their median
+        self._pool: dict[str, list[float]] = {}  # model -> sorted(live medians + finished ratios)
+        self._pool_all: list[float] = []  # sorted(all live medians + the last finished ratios)
+
+    @staticmethod
+    def _remove(pool: list[float], v: float) -> None:
+        del pool[bisect_left(pool, v)]
 
     def started(self, job: Job, alpha_s: float) -> None:
         """``job`` started on a placement whose eq. (7) time is ``alpha_s`` seconds."""
@@ -148,24 +159,49 @@ class AlphaCalibration:
         """One measured iteration time of a running job, seconds."""
         m = self._modelled.get(job_id)
         if m is not None and seconds > 0 and math.isfinite(seconds):
-            self._live[job_id].append(seconds / m[1])
+            ratios = self._live[job_id]
+            ratios.append(seconds / m[1])
+            pool = self._pool.setdefault(m[0], [])
+            old = self._live_median.get(job_id)
+            if old is not None:
+                self._remove(pool, old)
+                self._remove(self._pool_all, old)
+            new = self._live_median[job_id] = median(ratios)
+            insort(pool, new)
+            insort(self._pool_all, new)
 
     def ended(self, job_id: int) -> None:
         """The job finished or failed: its median ratio joins the model's history."""
         m = self._modelled.pop(job_id, None)
         ratios = self._live.pop(job_id, None)
+        live = self._live_median.pop(job_id, None)
+        if live is not None:
+            self._remove(self._pool[m[0]], live)
+            self._remove(self._pool_all, live)
         if m is not None and ratios:
             r = median(ratios)
-            self._done.setdefault(m[0], deque(maxlen=self.window)).append(r)
+            done = self._done.setdefault(m[0], deque(maxlen=self.window))
+            pool = self._pool.setdefault(m[0], [])
+            if len(done) == done.maxlen:
+                self._remove(pool, done[0])
+            done.append(r)
+            insort(pool, r)
+            if len(self._done_all) == self._done_all.maxlen:
+                self._remove(self._pool_all, self._done_all[0])
             self._done_all.append(r)
+            insort(self._pool_all, r)
 
     def factor(self, job: Job) -> float:
-        """Median ratio for ``job``'s model (1.0 before any measurement)."""
-        same = [median(r) for j, r in self._live.items() if r and self._modelled[j][0] == job.model]
-        same += list(self._done.get(job.model, ()))
-        if not same:
-            same = [median(r) for r in self._live.values() if r] + list(self._done_all)
-        return median(same) if same else 1.0
+        """Median ratio for ``job``'s model: over its running jobs' medians and its last ``window``
+        finished jobs; when there are none, over all running jobs and the last ``window`` finished
+        jobs of any model (1.0 before any measurement)."""
+        pool = self._pool.get(job.model) or self._pool_all
+        n = len(pool)
+        if not n:
+            return 1.0
+        if n % 2:
+            return pool[n // 2]
+        return (pool[n // 2 - 1] + pool[n // 2]) / 2
 
 
 @dataclass(slots=True)
