@@ -338,3 +338,82 @@ def test_asrpt_perfect_runs_an_emulated_trial_to_the_end():
             rar_job(2, 0.01, workers=2, iterations=20)]
     res, _, _ = run_emulated_in_process(c, jobs, [make_policy("asrpt-perfect", "placement", 0, tau=0.0)])
     assert all(r.finish_s == r.finish_s for r in res["records"].values())
+
+
+def test_line12_compares_eq7_alpha_with_uncalibrated_alpha_min():
+    """Alg. 1 L12 on a hand-made split: a calibration factor f = 3 must not let a placement at
+    ~3x alpha~min pass the 1.5 test (alpha f / (alpha~min f) = alpha / alpha~min)."""
+    from dataclasses import replace
+
+    from raytestbed.schedulers.asrpt import AlphaCalibration
+
+    c = small_cluster(servers=2, gpus=4)
+    # a 4-GPU ring: on one server alpha ~ 1 s; split 3 + 1: 1 + 2 (3/4) h / (B/4) = 1 + 6h/B = 3 s
+    h = c.nic_bps / 3
+    jobs = [replace(plain(0, 0.0, 3, 5), predicted_iterations=0),  # queued at once: A on 3 GPUs of s0,
+            replace(plain(1, 0.0, 3, 100), predicted_iterations=0),  # B on s0's last GPU + 2 of s1
+            Job(2, 10.0, 10, (Stage(4, StageProfile(0.5, 0.5, 0.0, h)),), CommPattern.RAR,
+                group="g2", user="u", predicted_iterations=10)]
+    for f in (1.0, 3.0):
+        pol = make_policy("asrpt", predictor="given", tau=1.0)
+        cal = AlphaCalibration()
+        for k in range(32):  # 32 finished jobs that ran f times slower than eq. (7)
+            j = plain(1000 + k, 0.0, 1, 1)
+            cal.started(j, 1.0)
+            cal.measured(j.job_id, f)
+            cal.ended(j.job_id)
+        pol.calibration = cal
+        recs = run(pol, jobs, c)
+        a_min = pol._est.bounds(jobs[2])[0]
+        assert pol._est.alpha(jobs[2], [3, 1]) / a_min == pytest.approx(3.0, rel=0.01)
+        # when job 2 reaches the queue head (its virtual completion, 10 + p), the free GPUs are 3 on s0
+        # and 1 of s1's 2: alpha / alpha~min ~ 3 > 1.5, so it waits out its window tau p (B runs to ~100 s)
+        p = 4 / 8 * 10 * a_min * f
+        assert pol.delayed == 1, f
+        assert recs[2].first_start_s == pytest.approx(10.0 + 2 * p), f
+        assert recs[2].servers == 2
+
+
+def test_calibration_factor_equals_the_median_over_its_pools():
+    """The sorted pools give the same factor as taking the medians afresh (random starts,
+    measurements, ends; several models; windows that overflow)."""
+    import random as _random
+    from collections import deque
+    from statistics import median
+
+    from raytestbed.schedulers.asrpt import AlphaCalibration
+
+    rng = _random.Random(7)
+    cal = AlphaCalibration(window=4)
+    live, model_of, done, done_all = {}, {}, {}, deque(maxlen=4)
+
+    def reference(model):
+        same = [median(r) for j, r in live.items() if r and model_of[j] == model] + list(done.get(model, ()))
+        if not same:
+            same = [median(r) for r in live.values() if r] + list(done_all)
+        return median(same) if same else 1.0
+
+    for step in range(3000):
+        op = rng.random()
+        if op < 0.3 or not live:
+            jid = step
+            j = plain(jid, 0.0, 1, 1)
+            j.model = rng.choice("abc")  # type: ignore[misc]
+            cal.started(j, 2.0)
+            live[jid], model_of[jid] = deque(maxlen=16), j.model
+        elif op < 0.75:
+            jid = rng.choice(list(live))
+            s = rng.choice([2.0, 3.0, 4.0, rng.uniform(1, 9)])
+            cal.measured(jid, s)
+            live[jid].append(s / 2.0)
+        else:
+            jid = rng.choice(list(live))
+            cal.ended(jid)
+            r = live.pop(jid)
+            if r:
+                done.setdefault(model_of[jid], deque(maxlen=4)).append(median(r))
+                done_all.append(median(r))
+        for m in "abcd":
+            q = plain(0, 0.0, 1, 1)
+            q.model = m  # type: ignore[misc]
+            assert cal.factor(q) == reference(m)

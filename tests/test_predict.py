@@ -90,6 +90,40 @@ def test_online_predictor_retrains_every_n_completions():
         OnlinePredictor("mean", retrain_every=0)
 
 
+
+def test_online_predictor_refits_daily_on_the_jobs_completed_before_the_day_ended():
+    day = 86_400.0
+    p = OnlinePredictor("mean")  # default: the time schedule, one day
+    assert p.retrain_every is None and p.retrain_every_s == day
+    assert not p.observe(job("a"), 10, now_s=100.0)
+    assert not p.observe(job("a"), 20, now_s=day - 1)
+    assert p.predict(job("a"), now_s=day - 0.5) == 0 and p.fits == 0  # day 1 not over
+    # the first completion of day 2 refits on the two jobs of day 1, then joins the data
+    assert p.observe(job("a"), 90, now_s=day + 5)
+    assert p.fits == 1 and p.predict(job("a"), now_s=day + 6) == 15
+    # nothing happens until day 3; an arrival then refits (the day-2 completion joins)
+    assert p.predict(job("a"), now_s=2 * day + 1) == 40 and p.fits == 2
+    # a day without completions: no refit; a jump over several days moves to the next boundary
+    assert p.predict(job("a"), now_s=5 * day) == 40 and p.fits == 2
+    assert p._next_fit_s == 6 * day
+    with pytest.raises(ConfigError):
+        OnlinePredictor("mean", retrain_every_s=0)
+
+
+def test_rf_engines_predict_the_same():
+    """The exact forest fit (raytestbed/predict/forest.py) and scikit-learn's give identical predictions."""
+    from raytestbed.predict.iterations import RandomForestPredictor
+
+    groups, users, iters, _ = training_set()
+    query = (list(groups[:50]) + ["g1", "g2", "zz"], list(users[:50]) + ["nobody", "u0", "u0"])
+    out = {}
+    for engine in ("exact", "sklearn"):
+        m = RandomForestPredictor(seed=3)
+        m.engine = engine
+        out[engine] = m.fit(groups, users, iters).predict(*query)
+    assert out["exact"].tolist() == out["sklearn"].tolist()
+    assert out["exact"][-1] == 0  # unseen group
+
 # ---- rf-features, last<k>, and the offline error tables (raytestbed/predict/evaluate.py)
 
 def _hour_jobs(n, seed=0):

@@ -63,8 +63,8 @@ def test_recorded_value_is_what_the_predictor_returned_at_arrival(tmp_path, monk
     returned: dict[int, int] = {}
     real = OnlinePredictor.predict
 
-    def spy(self, job):
-        n = real(self, job)
+    def spy(self, job, now_s=0.0):
+        n = real(self, job, now_s)
         assert job.job_id not in returned  # one prediction per job, at its arrival
         returned[job.job_id] = n
         return n

@@ -27,12 +27,18 @@ Contract of every predictor::
 * ``perfect``: the true n_i (A-SRPT-Perfect); only through :meth:`predict_job`.
 
 :class:`OnlinePredictor` wraps one of them for a scheduler: it collects completed
-jobs and refits every ``retrain_every`` completions (the paper retrains "hourly or
-daily"; here counted in completions).
+jobs and refits daily in trace time by default (the paper: "The high efficiency of forest
+regression allows frequent retrainings (hourly/daily)", §IV-C-3), or every
+``retrain_every`` completions when that is given.
+
+The ``rf`` forest is fitted by :mod:`raytestbed.predict.forest`, which builds the trees
+scikit-learn would build on the rows from the distinct (group, user) inputs: the same
+predictions, bit for bit, at a small fraction of the cost (``RandomForestPredictor.engine``).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -92,7 +98,15 @@ class RandomForestPredictor(IterationPredictor):
             polite on a shared machine).
         features: numeric features (names of ``FEATURES``) used besides group and user;
             () = the paper's predictor ``rf``, ``FEATURES`` = ``rf-features``.
+
+    ``engine`` (class attribute): ``"exact"`` (default) fits ``rf`` with
+    :func:`raytestbed.predict.forest.fit` -- scikit-learn's forest, grown on distinct inputs --
+    and falls back to scikit-learn where its exactness bound fails or extra features are used;
+    ``"sklearn"`` always calls scikit-learn (the reference ``raytestbed bench sim --forest
+    sklearn`` measures against). Both predict identical values.
     """
+
+    engine = "exact"
 
     def __init__(self, seed: int = 0, n_estimators: int = 100, n_jobs: int = 1,
                  features: Sequence[str] = ()) -> None:
@@ -134,9 +148,16 @@ class RandomForestPredictor(IterationPredictor):
             self._model = None
             return self
         keys = self._keys(groups, users, features)
-        self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
-                                            random_state=self.seed, n_jobs=self.n_jobs)
-        self._model.fit(self._encode(keys), y)
+        X = self._encode(keys)
+        self._model = None
+        if self.engine == "exact" and not self.features:
+            from raytestbed.predict import forest
+
+            self._model = forest.fit(X, y, n_estimators=self.n_estimators, seed=self.seed)
+        if self._model is None:
+            self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
+                                                random_state=self.seed, n_jobs=self.n_jobs)
+            self._model.fit(X, y)
         known = sorted(set(keys))  # predict every known row in one call
         vals = _round(self._model.predict(self._encode(known)))
         self._cache = dict(zip(known, (int(v) for v in vals)))
@@ -262,24 +283,38 @@ def make_predictor(kind: str, seed: int = 0) -> IterationPredictor:
     raise ConfigError(f"predictor {kind!r}: unknown (known: {', '.join(PREDICTORS)}, rf-features, last<k>)")
 
 
+DAY_S = 86_400.0  #: the default refit period, seconds of trace time
+
+
 class OnlinePredictor:
-    """A predictor fed by job completions, refitted every ``retrain_every`` completions.
+    """A predictor fed by job completions and refitted on a schedule.
+
+    Schedules: by default every ``retrain_every_s`` seconds of trace time (daily; the paper
+    retrains "hourly/daily", §IV-C-3): at the first completion or prediction at or after each
+    multiple of ``retrain_every_s``, the model is refitted on every job that completed before
+    it (if any completed since the last fit). With ``retrain_every`` given, instead after every
+    ``retrain_every`` completions.
 
     Args:
         kind: predictor name (:func:`make_predictor`).
-        retrain_every: refit after this many new completions (>= 1).
+        retrain_every: refit after this many new completions (>= 1); None: the time schedule.
         seed: seed of the random forest.
         history: optional (group, user, iterations) rows known before the run
             (e.g. the earlier part of a trace); fitted at construction.
+        retrain_every_s: the time schedule's period, seconds (> 0).
     """
 
-    def __init__(self, kind: str = "rf", retrain_every: int = 50, seed: int = 0,
-                 history: Sequence[tuple[str, str, int]] = ()) -> None:
-        if int(retrain_every) < 1:
+    def __init__(self, kind: str = "rf", retrain_every: int | None = None, seed: int = 0,
+                 history: Sequence[tuple[str, str, int]] = (), retrain_every_s: float = DAY_S) -> None:
+        if retrain_every is not None and int(retrain_every) < 1:
             raise ConfigError(f"retrain_every must be >= 1, got {retrain_every}")
+        if not float(retrain_every_s) > 0:
+            raise ConfigError(f"retrain_every_s must be > 0, got {retrain_every_s}")
         self.kind = kind
         self.model = make_predictor(kind, seed)
-        self.retrain_every = int(retrain_every)
+        self.retrain_every = None if retrain_every is None else int(retrain_every)
+        self.retrain_every_s = float(retrain_every_s)
+        self._next_fit_s = self.retrain_every_s  #: the next refit time of the time schedule, s
         self._g: list[str] = []
         self._u: list[str] = []
         self._n: list[int] = []
@@ -301,16 +336,29 @@ class OnlinePredictor:
         self._new = 0
         self.fits += 1
 
-    def observe(self, job: Job, iterations: int) -> bool:
-        """Record a completed job; refit when due. Returns True if it refitted."""
-        if self.kind in ("perfect", "given"):
+    def _tick(self, now_s: float) -> bool:
+        """Time schedule: refit if a refit time passed (on the jobs completed before ``now_s``)."""
+        if self.retrain_every is not None or now_s < self._next_fit_s:
             return False
-        self._add(job.group, job.user, iterations)
-        if self._new >= self.retrain_every:
+        self._next_fit_s = (math.floor(now_s / self.retrain_every_s) + 1) * self.retrain_every_s
+        if self._new and not self.model.needs_truth:
             self._refit()
             return True
         return False
 
-    def predict(self, job: Job) -> int:
-        """ñ_i for an arriving job."""
+    def observe(self, job: Job, iterations: int, now_s: float = 0.0) -> bool:
+        """Record a job that completed at ``now_s`` (seconds); refit when due. True if it refitted."""
+        if self.kind in ("perfect", "given"):
+            return False
+        refit = self._tick(now_s)
+        self._add(job.group, job.user, iterations)
+        if self.retrain_every is not None and self._new >= self.retrain_every:
+            self._refit()
+            return True
+        return refit
+
+    def predict(self, job: Job, now_s: float = 0.0) -> int:
+        """ñ_i for a job arriving at ``now_s`` (seconds)."""
+        if self.kind not in ("perfect", "given"):
+            self._tick(now_s)
         return self.model.predict_job(job)

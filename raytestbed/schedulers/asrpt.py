@@ -39,16 +39,20 @@ multiplied by the median ratio of recent jobs of the same model (of all recent j
 when none had that model). This is how the emulator's measurements (pipeline fill,
 Ray messaging, host load) reach the policy; in the analytic simulator the measured
 time *is* eq. (7), the ratio is 1 and nothing changes. Virtual sizes of jobs that
-already arrived are not revised (the SRPT instance stays one fixed instance).
+already arrived are not revised (the SRPT instance stays one fixed instance). The
+calibration changes durations only: the L12 test alpha_i / alpha~min_i <= COMM_HEAVY
+compares two eq. (7) times (the same factor on both sides would cancel), and the L8
+flag alpha^max / alpha~min is a ratio of two equally scaled times.
 Predictors: :mod:`raytestbed.predict.iterations`, refitted online from
-``JobFinished`` every ``retrain_every`` completions (``history`` rows, if given,
-are fitted before the first job).
+``JobFinished`` daily in trace time (``retrain_every_s``), or every ``retrain_every``
+completions when given (``history`` rows, if given, are fitted before the first job).
 """
 
 from __future__ import annotations
 
 import heapq
 import math
+from bisect import bisect_left, insort
 import random
 from collections import deque
 from collections.abc import Sequence
@@ -60,7 +64,7 @@ from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, least_available, most_available
-from raytestbed.predict.iterations import PREDICTORS, OnlinePredictor
+from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
 from raytestbed.schedulers.base import (
     Decision,
     Event,
@@ -124,6 +128,9 @@ class VirtualSrpt:
 class AlphaCalibration:
     """Measured / modelled per-iteration time ratios, per model name (dimensionless).
 
+    The pools the medians are taken over are kept sorted (``bisect``), so a new arrival's
+    factor costs a lookup, not a median per running job.
+
     Args:
         window: how many recent jobs per model (and overall) the median is taken over.
     """
@@ -134,6 +141,13 @@ class AlphaCalibration:
         self._live: dict[int, deque[float]] = {}  # running job -> its recent ratios
         self._done: dict[str, deque[float]] = {}  # model -> ratios of finished jobs
         self._done_all: deque[float] = deque(maxlen=window)
+        self._live_median: dict[int, float] = {}  # running job with ratios -> their median
+        self._pool: dict[str, list[float]] = {}  # model -> sorted(live medians + finished ratios)
+        self._pool_all: list[float] = []  # sorted(all live medians + the last finished ratios)
+
+    @staticmethod
+    def _remove(pool: list[float], v: float) -> None:
+        del pool[bisect_left(pool, v)]
 
     def started(self, job: Job, alpha_s: float) -> None:
         """``job`` started on a placement whose eq. (7) time is ``alpha_s`` seconds."""
@@ -145,33 +159,59 @@ class AlphaCalibration:
         """One measured iteration time of a running job, seconds."""
         m = self._modelled.get(job_id)
         if m is not None and seconds > 0 and math.isfinite(seconds):
-            self._live[job_id].append(seconds / m[1])
+            ratios = self._live[job_id]
+            ratios.append(seconds / m[1])
+            pool = self._pool.setdefault(m[0], [])
+            old = self._live_median.get(job_id)
+            if old is not None:
+                self._remove(pool, old)
+                self._remove(self._pool_all, old)
+            new = self._live_median[job_id] = median(ratios)
+            insort(pool, new)
+            insort(self._pool_all, new)
 
     def ended(self, job_id: int) -> None:
         """The job finished or failed: its median ratio joins the model's history."""
         m = self._modelled.pop(job_id, None)
         ratios = self._live.pop(job_id, None)
+        live = self._live_median.pop(job_id, None)
+        if live is not None:
+            self._remove(self._pool[m[0]], live)
+            self._remove(self._pool_all, live)
         if m is not None and ratios:
             r = median(ratios)
-            self._done.setdefault(m[0], deque(maxlen=self.window)).append(r)
+            done = self._done.setdefault(m[0], deque(maxlen=self.window))
+            pool = self._pool.setdefault(m[0], [])
+            if len(done) == done.maxlen:
+                self._remove(pool, done[0])
+            done.append(r)
+            insort(pool, r)
+            if len(self._done_all) == self._done_all.maxlen:
+                self._remove(self._pool_all, self._done_all[0])
             self._done_all.append(r)
+            insort(self._pool_all, r)
 
     def factor(self, job: Job) -> float:
-        """Median ratio for ``job``'s model (1.0 before any measurement)."""
-        same = [median(r) for j, r in self._live.items() if r and self._modelled[j][0] == job.model]
-        same += list(self._done.get(job.model, ()))
-        if not same:
-            same = [median(r) for r in self._live.values() if r] + list(self._done_all)
-        return median(same) if same else 1.0
+        """Median ratio for ``job``'s model: over its running jobs' medians and its last ``window``
+        finished jobs; when there are none, over all running jobs and the last ``window`` finished
+        jobs of any model (1.0 before any measurement)."""
+        pool = self._pool.get(job.model) or self._pool_all
+        n = len(pool)
+        if not n:
+            return 1.0
+        if n % 2:
+            return pool[n // 2]
+        return (pool[n // 2 - 1] + pool[n // 2]) / 2
 
 
 @dataclass(slots=True)
 class _JobInfo:
     n_pred: int
-    a_min: float
-    a_max: float
+    a_min: float  #: alpha~min_i times the calibration factor f at arrival, seconds
+    a_max: float  #: alpha^max_i times f, seconds
     heavy: bool
-    p_virt: float  #: (g_i/G) ñ_i alpha~min_i, seconds
+    p_virt: float  #: (g_i/G) ñ_i alpha~min_i (calibrated), seconds
+    a_min_model: float  #: alpha~min_i of eq. (7), uncalibrated (the L12 test's denominator), seconds
 
 
 @dataclass(slots=True)
@@ -188,7 +228,10 @@ class AsrptPolicy(Policy):
     Args:
         seed: seeds Heavy-Edge's random fallback, the random forest and PS placement.
         predictor: ``rf`` (default), ``mean``, ``median``, ``perfect`` or ``given``.
-        retrain_every: refit the predictor every this many completions.
+        retrain_every: refit the predictor every this many completions; None (default): refit
+            every ``retrain_every_s`` seconds of trace time.
+        retrain_every_s: the refit period when ``retrain_every`` is None, seconds (default one
+            day: the paper retrains "hourly/daily", §IV-C-3).
         history: (group, user, iterations) rows fitted before the first job.
         tau: delay factor tau (default 1.0; the paper's testbed used 0).
         comm_heavy: COMM_HEAVY threshold (paper: 1.5).
@@ -203,9 +246,9 @@ class AsrptPolicy(Policy):
     role = "placement"
     fixed_predictor: str | None = None
 
-    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int = 50,
+    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int | None = None,
                  history: Sequence[Sequence[Any]] = (), tau: float = 1.0, comm_heavy: float = 1.5,
-                 delay_mode: str = "blocking", calibrate: bool = True) -> None:
+                 delay_mode: str = "blocking", calibrate: bool = True, retrain_every_s: float = DAY_S) -> None:
         super().__init__(seed)
         where = f"policy_params.{self.name}"
         if self.fixed_predictor is not None:
@@ -220,10 +263,13 @@ class AsrptPolicy(Policy):
             raise ConfigError(f"{where}.comm_heavy: must be > 0, got {comm_heavy!r}")
         if delay_mode not in ("blocking", "deferred"):
             raise ConfigError(f"{where}.delay_mode: {delay_mode!r} (known: blocking, deferred)")
-        if int(retrain_every) < 1:
+        if retrain_every is not None and int(retrain_every) < 1:
             raise ConfigError(f"{where}.retrain_every: must be >= 1, got {retrain_every!r}")
+        if not retrain_every_s > 0:
+            raise ConfigError(f"{where}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
         self.predictor_kind = predictor
-        self.retrain_every = int(retrain_every)
+        self.retrain_every = None if retrain_every is None else int(retrain_every)
+        self.retrain_every_s = float(retrain_every_s)
         self.tau = float(tau)
         self.comm_heavy = float(comm_heavy)
         self.delay_mode = delay_mode
@@ -231,7 +277,7 @@ class AsrptPolicy(Policy):
         self.calibration = AlphaCalibration()
         self.history_rows = len(history)  #: rows fitted before the first job
         self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
-                                         [(str(g), str(u), int(n)) for g, u, n in history])
+                                         [(str(g), str(u), int(n)) for g, u, n in history], self.retrain_every_s)
         self._est: AsrptEstimator | None = None
         self._G = 0
         self._virt = VirtualSrpt()
@@ -265,7 +311,7 @@ class AsrptPolicy(Policy):
             job = self._jobs.pop(event.job_id, None)
             self._info.pop(event.job_id, None)
             if job is not None:
-                self.predictor.observe(job, event.iterations)
+                self.predictor.observe(job, event.iterations, event.time)
         elif isinstance(event, JobFailed):
             self.calibration.ended(event.job_id)
             if event.job_id in self._info:
@@ -274,14 +320,15 @@ class AsrptPolicy(Policy):
 
     def _arrive(self, job: Job, t: float) -> None:
         est = self._est
-        a_min, a_max = est.bounds(job)
+        a_min_model, a_max = est.bounds(job)
+        a_min = a_min_model
         if self.calibrate:
             f = self.calibration.factor(job)
             a_min, a_max = a_min * f, a_max * f
-        n_pred = self.predictor.predict(job)
+        n_pred = self.predictor.predict(job, t)
         self.predictions[job.job_id] = n_pred
         info = _JobInfo(n_pred, a_min, a_max, a_max / a_min >= self.comm_heavy,
-                        job.gpus / self._G * n_pred * a_min)
+                        job.gpus / self._G * n_pred * a_min, a_min_model)
         self._info[job.job_id] = info
         self._jobs[job.job_id] = job
         self._queue.extend(self._virt.add(job.job_id, info.p_virt, t))
@@ -340,7 +387,9 @@ class AsrptPolicy(Policy):
             info = self._info[jid]
             if info.heavy:  # L8
                 sel, alpha = self._heavy_try(job, pool)  # L9-L11
-                if alpha / info.a_min <= self.comm_heavy:  # L12-L13
+                # L12-L13: eq. (7) over eq. (7) -- alpha is uncalibrated, so is the denominator
+                # (the calibration factor would cancel: alpha f / (alpha~min f))
+                if alpha / info.a_min_model <= self.comm_heavy:
                     out.append(self._start(job, pool, sel))
                     continue
                 window = self.tau * info.p_virt  # L16

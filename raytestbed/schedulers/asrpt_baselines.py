@@ -28,7 +28,7 @@ from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, most_available
-from raytestbed.predict.iterations import PREDICTORS, OnlinePredictor
+from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
 from raytestbed.schedulers.base import Decision, Event, JobArrived, JobFailed, JobFinished, Policy, StartJob, register_policy
 from raytestbed.schedulers.fifo import random_ps_servers
 
@@ -39,7 +39,10 @@ class PredictedQueuePolicy(Policy):
     Args:
         seed: seeds Heavy-Edge's fallback, the random forest and PS placement.
         predictor: ``rf`` (default), ``mean``, ``median``, ``perfect`` or ``given``.
-        retrain_every: refit the predictor every this many completions.
+        retrain_every: refit the predictor every this many completions; None (default): refit
+            every ``retrain_every_s`` seconds of trace time.
+        retrain_every_s: the refit period when ``retrain_every`` is None, seconds (default one
+            day: the paper retrains "hourly/daily", §IV-C-3).
         history: (group, user, iterations) rows fitted before the first job.
     """
 
@@ -48,19 +51,22 @@ class PredictedQueuePolicy(Policy):
     work_conserving = False
     uses_prediction = True
 
-    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int = 50,
-                 history: Sequence[Sequence[Any]] = ()) -> None:
+    def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int | None = None,
+                 history: Sequence[Sequence[Any]] = (), retrain_every_s: float = DAY_S) -> None:
         super().__init__(seed)
         if predictor not in PREDICTORS:
             raise ConfigError(f"policy_params.{self.name}.predictor: {predictor!r} unknown "
                               f"(known: {', '.join(PREDICTORS)})")
-        if int(retrain_every) < 1:
+        if retrain_every is not None and int(retrain_every) < 1:
             raise ConfigError(f"policy_params.{self.name}.retrain_every: must be >= 1, got {retrain_every!r}")
+        if not retrain_every_s > 0:
+            raise ConfigError(f"policy_params.{self.name}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
         self.predictor_kind = predictor
-        self.retrain_every = int(retrain_every)
+        self.retrain_every = None if retrain_every is None else int(retrain_every)
+        self.retrain_every_s = float(retrain_every_s)
         self.history_rows = len(history)  #: rows fitted before the first job
         self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
-                                         [(str(g), str(u), int(n)) for g, u, n in history])
+                                         [(str(g), str(u), int(n)) for g, u, n in history], self.retrain_every_s)
         self._est: AsrptEstimator | None = None
         self._queue: list[tuple[float, float, int]] = []  # (key, arrival, job id), sorted
         self._keys: dict[int, float] = {}
@@ -82,7 +88,7 @@ class PredictedQueuePolicy(Policy):
             a_min, _ = self._est.bounds(job)
             n_pred = 0
             if self.uses_prediction:
-                n_pred = self.predictions[job.job_id] = self.predictor.predict(job)
+                n_pred = self.predictions[job.job_id] = self.predictor.predict(job, event.time)
             k = float(self.key(job, n_pred, a_min))
             self._keys[job.job_id] = k
             self._jobs[job.job_id] = job
@@ -91,7 +97,7 @@ class PredictedQueuePolicy(Policy):
             job = self._jobs.pop(event.job_id, None)
             self._keys.pop(event.job_id, None)
             if job is not None and self.uses_prediction:
-                self.predictor.observe(job, event.iterations)
+                self.predictor.observe(job, event.iterations, event.time)
         elif isinstance(event, JobFailed):
             job = view.pending[event.job_id]
             bisect.insort(self._queue, (self._keys[job.job_id], job.arrival_s, job.job_id))

@@ -4,11 +4,19 @@ Prints jobs/s of the whole run (workload generation excluded and reported
 separately) and the decision-time percentiles. Run:
 
     raytestbed bench sim [--jobs 150000] [--policy fifo] [--param KEY=VALUE ...] [--history N]
+                         [--forest exact|sklearn|both]
+
+``--forest`` picks how the A-SRPT family's random forest is fitted
+(``RandomForestPredictor.engine``): ``exact`` (default, :mod:`raytestbed.predict.forest`),
+``sklearn`` (scikit-learn on every row), or ``both``: the same jobs simulated twice in this
+process, scikit-learn first, with the CPU seconds of each, their ratio and whether the
+per-job results (start, finish, placement, prediction of every job) are identical.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import time
 
 import numpy as np
@@ -35,6 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--history", type=int, default=0,
                     help="draw this many extra jobs from the same recurring groups and pass their "
                          "(group, user, iterations) to the policy as predictor history (A-SRPT family)")
+    ap.add_argument("--forest", choices=("exact", "sklearn", "both"), default="exact",
+                    help="random-forest fit of the predicting policies (both: run twice and compare)")
     args = ap.parse_args(argv)
     params = {}
     for kv in args.param:
@@ -54,21 +64,16 @@ def main(argv: list[str] | None = None) -> int:
         "iterations": [100, 20000],
     }, ctx)
     t_gen = time.perf_counter() - t0
+    cpu_gen = time.process_time() - c0
     # the extra draws come from the same groups (same seed): an i.i.d. history, never simulated
     jobs, extra = jobs[: args.jobs], jobs[args.jobs:]
     if extra:
         params["history"] = [(j.group, j.user, j.iterations) for j in extra]
-    t2 = time.perf_counter()
-    policy = make_policy(args.policy, seed=args.seed, **params)
-    t_fit = time.perf_counter() - t2
-
-    done = [0]
-    t1 = time.perf_counter()
-    sim = Simulator(cluster, jobs, policy,
-                    progress=lambda d, n: done.__setitem__(0, d))
-    res = sim.run()
-    t_sim = time.perf_counter() - t1
-    cpu = time.process_time() - c0
+    runs = {}
+    for engine in (("sklearn", "exact") if args.forest == "both" else (args.forest,)):
+        runs[engine] = _simulate(cluster, jobs, args.policy, args.seed, params, engine)
+    t_fit, t_sim, cpu_sim, res, digest = runs[engine]
+    cpu = cpu_gen + cpu_sim  # workload generation + the run shown (the exact one with --forest both)
     dt = res.decision_times_s
     fin = sum(1 for r in res.records if r.finish_s == r.finish_s)
     print(f"cluster        {cluster.name}: {cluster.num_servers} servers, {cluster.total_gpus} GPUs")
@@ -77,8 +82,37 @@ def main(argv: list[str] | None = None) -> int:
     print(f"policy init    {t_fit:.2f} s (predictor fit on the history, if any)")
     print(f"jobs           {len(jobs)} generated in {t_gen:.2f} s, {fin} finished")
     print(f"events         {res.events}")
-    print(f"simulation     {t_sim:.2f} s wall  ->  {len(jobs) / t_sim:,.0f} jobs/s")
+    print(f"simulation     {t_sim:.2f} s wall  ->  {len(jobs) / t_sim:,.0f} jobs/s ({engine} forest)")
     print(f"decision time  p50 {np.percentile(dt, 50) * 1e6:.1f} us, p99 {np.percentile(dt, 99) * 1e6:.1f} us "
           f"over {dt.size} calls")
-    print(f"whole run      {t_gen + t_fit + t_sim:.2f} s wall, {cpu:.2f} s CPU of this process (goal <= 60 s)")
-    return 0
+    if len(runs) == 2:
+        (_, _, c_ref, _, h_ref), (_, _, c_new, _, h_new) = runs["sklearn"], runs["exact"]
+        print(f"forest fit     sklearn {c_ref:.2f} s CPU, exact {c_new:.2f} s CPU (policy init + simulation) "
+              f"-> ratio {c_ref / c_new:.2f}; per-job results {'identical' if h_ref == h_new else 'DIFFERENT'} "
+              f"(sha256 {h_new[:16]})")
+    else:
+        print(f"per-job digest sha256 {digest[:16]} (start, finish, placement, prediction of every job)")
+    print(f"whole run      {t_gen + t_fit + t_sim:.2f} s wall, {cpu:.2f} s CPU (generation + this run; goal <= 60 s)")
+    return 0 if len(runs) == 1 or runs["sklearn"][4] == runs["exact"][4] else 1
+
+
+def _simulate(cluster, jobs, policy_name, seed, params, engine):
+    """One simulation with the forest fitted by ``engine``: (init s, simulation s wall, CPU s, result, digest)."""
+    from raytestbed.predict.iterations import RandomForestPredictor
+
+    before = RandomForestPredictor.engine
+    RandomForestPredictor.engine = engine
+    try:
+        c0 = time.process_time()
+        t2 = time.perf_counter()
+        policy = make_policy(policy_name, seed=seed, **params)
+        t_fit = time.perf_counter() - t2
+        t1 = time.perf_counter()
+        res = Simulator(cluster, jobs, policy).run()
+        t_sim = time.perf_counter() - t1
+        cpu = time.process_time() - c0
+    finally:
+        RandomForestPredictor.engine = before
+    rows = sorted((r.job.job_id, r.first_start_s, r.finish_s, r.placement, r.predicted_iterations)
+                  for r in res.records)
+    return t_fit, t_sim, cpu, res, hashlib.sha256(repr(rows).encode()).hexdigest()

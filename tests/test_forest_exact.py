@@ -1,0 +1,64 @@
+"""The exact forest (raytestbed/predict/forest.py) against scikit-learn's RandomForestRegressor."""
+
+import numpy as np
+import pytest
+from sklearn.ensemble import RandomForestRegressor
+
+from raytestbed.predict import forest
+
+
+def _data(rng, n, groups, users, ymax, dup):
+    g = rng.zipf(1.4, n) % groups
+    u = (g * 7 + rng.integers(0, 2, n) * (rng.random(n) < 0.1)) % users
+    y = rng.integers(0, ymax, n).astype(float)
+    if dup:  # recurring jobs with identical targets (pure nodes, ties between splits)
+        y = np.where(rng.random(n) < 0.5, (g * 13) % 50, y)
+    X = np.c_[g, u].astype(float)
+    return X, y
+
+
+@pytest.mark.parametrize("case", range(12))
+def test_exact_forest_predicts_what_sklearn_predicts(case):
+    rng = np.random.default_rng(case)
+    n = int(rng.integers(1, 3000))
+    X, y = _data(rng, n, int(rng.integers(1, 300)), int(rng.integers(1, 40)), int(rng.integers(1, 30000)),
+                 dup=case % 2 == 0)
+    seed = int(rng.integers(0, 1000))
+    n_est = 100 if case < 4 else 10
+    ref = RandomForestRegressor(n_estimators=n_est, criterion="squared_error", random_state=seed, n_jobs=1).fit(X, y)
+    ours = forest.fit(X, y, n_estimators=n_est, seed=seed)
+    assert ours is not None
+    # every training input, unseen users of seen groups (code -1), unseen inputs around them
+    gs = np.unique(X[:, 0])
+    q = np.unique(np.r_[X, np.c_[gs, -np.ones_like(gs)], np.c_[gs + 0.5, np.full_like(gs, 3.0)],
+                        np.c_[[-1.0, 1e6], [0.0, -1.0]]], axis=0)
+    np.testing.assert_array_equal(ours.predict(q), ref.predict(q))
+
+
+def test_bound_rejects_what_would_not_be_exact():
+    assert not forest.exact_bound_holds(np.array([1.5, 2.0]))
+    assert not forest.exact_bound_holds(np.array([1e8] * 1000))
+    assert forest.exact_bound_holds(np.array([20000.0] * 150000))
+    assert forest.fit(np.zeros((2, 2)), np.array([0.5, 1.0])) is None
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 1000, 65536, 65537, 100_003])
+def test_bootstrap_counts_are_numpys_draws(n):
+    for s in (0, 12345, 2**31 - 2):
+        ref = np.bincount(np.random.RandomState(s).randint(0, n, n), minlength=n)
+        np.testing.assert_array_equal(forest._bootstrap_counts(s, n), ref)
+        assert forest._splitter_seed(s) == np.random.RandomState(s).randint(0, forest.RAND_R_MAX)
+
+
+def test_bootstrap_sums_are_the_rows_sums():
+    rng = np.random.default_rng(1)
+    n, points = 5000, 37
+    por = rng.integers(0, points, n)
+    y = rng.integers(0, 20000, n).astype(float)
+    for s in (3, 99):
+        c = np.bincount(np.random.RandomState(s).randint(0, n, n), minlength=n)
+        W, S, Q, C = forest._point_sums(por, y, c, points)
+        np.testing.assert_array_equal(W, np.bincount(por, weights=c, minlength=points))
+        np.testing.assert_array_equal(S, np.bincount(por, weights=c * y, minlength=points))
+        np.testing.assert_array_equal(Q, np.bincount(por, weights=c * y * y, minlength=points))
+        np.testing.assert_array_equal(C, np.bincount(por, weights=c > 0, minlength=points))
