@@ -448,7 +448,7 @@ def test_gadget_valid(jobs, slots, slot_s, arrivals, rows):
     with _folder(env=True) as d:
         (d / "data" / "philly-jobs-rfold").mkdir()
         _write_csv(d / "data" / "philly-jobs-rfold" / "philly_trace.csv", PHILLY_HEADER, rows)
-        _ran(d, _trial(wl, timing={"model": "gadget", "model_params": {"per_worker_iterations": 1}}), jobs)
+        _ran(d, _trial(wl, timing={"model": "gadget"}), jobs)
 
 
 # ---------------------------------------------------------------- Parrot: ms60, ms60_poisson, fb_coflow

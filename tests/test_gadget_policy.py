@@ -42,7 +42,7 @@ def run(policy_name, cluster, jobs, until_slots=None, **params):
         validate_embeddings(embs, Substrate.full(cluster))
         checks.append(len(embs))
 
-    sim = Simulator(cluster, jobs, pol, model=GadgetModel(per_worker_iterations=1), on_event=on_event,
+    sim = Simulator(cluster, jobs, pol, model=GadgetModel(), on_event=on_event,
                     until_s=None if until_slots is None else until_slots * SLOT)
     res = sim.run()
     return pol, res, checks

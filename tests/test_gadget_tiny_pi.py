@@ -72,7 +72,7 @@ def _far_jobs(cluster, n=12):
 
 def _run(cluster, jobs, slots, **kw):
     pol = make_policy("gadget", "placement", 0, slot_s=SLOT, **kw)
-    res = Simulator(cluster, jobs, pol, model=GadgetModel(per_worker_iterations=1), until_s=slots * SLOT).run()
+    res = Simulator(cluster, jobs, pol, model=GadgetModel(), until_s=slots * SLOT).run()
     return pol, res
 
 

@@ -24,7 +24,7 @@ cluster: gadget_fattree_50.yaml
 workload: {kind: gadget, jobs: 40, slots: 10, slot_s: 60}
 policy: gadget
 policy_params: {gadget: {slot_s: 60}, drf: {slot_s: 60}}
-timing: {mode: analytic, model: gadget, model_params: {per_worker_iterations: 1}, until_s: 600}
+timing: {mode: analytic, model: gadget, until_s: 600}
 """
 
 
@@ -40,7 +40,7 @@ def test_gadget_total_utility_at_the_horizon_matches_a_direct_simulation(tmp_pat
     for name in ("gadget", "drf"):
         jobs = load_workload("gadget", dict(jobs=40, slots=10, slot_s=60), cluster, 3, REPO)
         pol = make_policy(name, "placement", 3, slot_s=60)
-        res = Simulator(cluster, jobs, pol, model=GadgetModel(per_worker_iterations=1), until_s=600).run()
+        res = Simulator(cluster, jobs, pol, model=GadgetModel(), until_s=600).run()
         expect = total_utility(jobs, res.iterations_done)
         got = float(df.loc[df["policy"] == name, "total_utility"].iloc[0])
         assert got == pytest.approx(expect, rel=1e-12) and got > 0

@@ -151,6 +151,7 @@ class EventCore:
             raise ValueError("job ids are not unique")
         self.policies = [p for p in policies if p is not None]
         self.state = ClusterState(cluster, speeds=speeds)
+        self.state.progress = self.progress_now
         self.view = self.state.view()
         self.records = {j.job_id: JobRecord(j) for j in jobs}
         self.busy: list[BusyInterval] = []  #: closed GPU-holding intervals (job, start s, end s, GPUs)
@@ -342,6 +343,26 @@ class EventCore:
         self.server_lost(server)
         for ev in self.book.kill_server(server, self.stop):
             self.emit(ev)
+
+    # ------------------------------------------------------------------ progress in steps
+    def steps_left(self, jid: int) -> float:
+        """Steps running job ``jid`` still has to make: (iterations - done) / iterations per step
+        (:meth:`~raytestbed.core.job.Job.iterations_per_step`, at its current workers); fractional
+        when a job of worker-iterations has fewer left than a step completes (its last step)."""
+        job = self.state.running[jid].job
+        return (job.iterations - self.done_iters[jid]) / job.iterations_per_step()
+
+    def credit(self, jid: int, start: float, steps: float) -> float:
+        """Iterations done by running job ``jid`` that had done ``start`` and made ``steps`` steps
+        since, capped at its iterations (a last step of worker-iterations may complete fewer)."""
+        job = self.state.running[jid].job
+        return min(float(job.iterations), start + steps * job.iterations_per_step())
+
+    def progress_now(self, jid: int) -> float:
+        """Iterations ``jid`` has completed by now (``ClusterView.iterations_done``): a running
+        job's ``iterations_done``, else the count it stopped at."""
+        rj = self.state.running.get(jid)
+        return rj.iterations_done if rj is not None else self.done_iters[jid]
 
     # ------------------------------------------------------------------ backend hooks
     def iterations_done(self, jid: int) -> float:

@@ -137,6 +137,9 @@ class Job:
             by the core.
         traffic: explicit per-iteration traffic (:class:`JobTraffic`); ``None`` =
             derived from ``comm`` and the stage profiles (flow timing only).
+        worker_iterations: ``iterations`` counts *worker*-iterations (mini-batches of one worker,
+            GADGET's budget F_i): one step of a w-worker ring completes w of them, so the job needs
+            fewer steps with more workers. False: one step is one iteration.
     """
 
     job_id: int
@@ -154,6 +157,7 @@ class Job:
     duration_hint_s: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     traffic: JobTraffic | None = None
+    worker_iterations: bool = False
 
     def __post_init__(self) -> None:
         self.stages = tuple(self.stages)
@@ -169,6 +173,8 @@ class Job:
             raise ValueError(f"job {self.job_id}: {self.comm.value} jobs have exactly one stage")
         if self.comm is CommPattern.PS and self.num_ps < 1:
             raise ValueError(f"job {self.job_id}: a PS job needs num_ps >= 1")
+        if self.worker_iterations and len(self.stages) != 1:
+            raise ValueError(f"job {self.job_id}: worker_iterations needs a single-stage (data-parallel) job")
 
     @property
     def gpus(self) -> int:
@@ -194,6 +200,11 @@ class Job:
         if s == len(self.stages) - 1:
             return 0.0
         return self.stages[s].profile.out_bytes / self.stages[s].replicas
+
+    def iterations_per_step(self) -> int:
+        """Iterations one step of the job (every worker's forward, backward and all-reduce) completes:
+        its workers when ``worker_iterations``, else 1."""
+        return self.stages[0].replicas if self.worker_iterations else 1
 
     def with_workers(self, workers: int) -> "Job":
         """A copy of a single-stage job with a different number of replicas (elastic resize)."""

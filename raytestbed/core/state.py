@@ -93,6 +93,9 @@ class ClusterState:
     _flow_table: "FlowTable | None" = field(default=None, repr=False, compare=False)
     #: per-type speeds of jobs (:mod:`raytestbed.core.gpu_types`); None: made from the cluster alone
     speeds: "GpuSpeeds | None" = field(default=None, repr=False, compare=False)
+    #: job id -> iterations it has completed by now (the backend's count; None: running jobs'
+    #: ``iterations_done``, 0 for the others)
+    progress: Callable[[int], float] | None = field(default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         c = self.cluster
@@ -209,6 +212,16 @@ class ClusterView:
     @property
     def lost_servers(self) -> frozenset[int]:
         return frozenset(self._s.lost_servers)
+
+    def iterations_done(self, job_id: int) -> float:
+        """Iterations job ``job_id`` has completed by now, as the backend counts them (running,
+        preempted or finished; a preempted job resumes from here). A policy that budgets work
+        reads progress here rather than from what it allocated."""
+        s = self._s
+        if s.progress is not None:
+            return s.progress(job_id)
+        rj = s.running.get(job_id)
+        return rj.iterations_done if rj is not None else 0.0
 
     @property
     def coflows(self) -> Mapping[tuple, CoflowInfo]:

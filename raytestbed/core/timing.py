@@ -332,7 +332,8 @@ def ps_iteration_time(job: Job, placement: Placement, cluster: Cluster) -> float
 
 
 class IterationModel:
-    """Maps a placed job (and, for contention models, the other running jobs) to seconds/iteration.
+    """Maps a placed job (and, for contention models, the other running jobs) to seconds per step
+    (per iteration; a job with ``worker_iterations`` completes ``iterations_per_step()`` per step).
 
     ``contention_dependent`` tells the simulator to re-evaluate every running job
     whenever a job starts or ends.
@@ -401,36 +402,32 @@ class SjfbcoModel(IterationModel):
 
 
 class GadgetModel(IterationModel):
-    """GADGET eq. (1): b = B_intra on one server, else the NIC bandwidth.
+    """GADGET eq. (1): seconds per step of the ring, b = B_intra on one server, else the NIC bandwidth.
 
-    ``per_worker_iterations`` (GADGET §VI budget_mode=iterations):
-    when true, a job's ``iterations`` count *worker*-iterations (F_i): each of its
-    w workers does one iteration every tau seconds (zeta_i = 1/tau per worker), so
-    one worker-iteration of the job takes tau / w seconds.
+    A job whose ``iterations`` count worker-iterations (``Job.worker_iterations``, GADGET §VI
+    ``budget_mode``) completes w of them per step; the simulator credits them
+    (:meth:`raytestbed.core.job.Job.iterations_per_step`), as every backend does.
     """
 
     name = "gadget"
 
-    def __init__(self, reduction_bps: float = math.inf, overhead_s: float = 0.0,
-                 per_worker_iterations: float = 0.0) -> None:
+    def __init__(self, reduction_bps: float = math.inf, overhead_s: float = 0.0) -> None:
         if not reduction_bps > 0:  # NaN fails too
             raise ValueError(f"reduction_bps must be > 0, got {reduction_bps!r}")
         if not overhead_s >= 0:
             raise ValueError(f"overhead_s must be >= 0, got {overhead_s!r}")
         self.reduction_bps = reduction_bps
         self.overhead_s = overhead_s
-        self.per_worker = bool(per_worker_iterations)
 
     def iteration_time(self, job, placement, cluster, running):
         if job.num_stages != 1:
             raise ValueError(f"job {job.job_id}: the gadget model needs single-stage (data-parallel) jobs")
         st = job.stages[0]
         b = cluster.intra_bps if len(placement.servers(cluster)) == 1 else cluster.nic_bps
-        tau = gadget_iteration_time(
+        return gadget_iteration_time(
             st.profile.param_bytes, st.replicas, b, self.reduction_bps, st.profile.fwd_s, st.profile.bwd_s,
             self.overhead_s,
         )
-        return tau / st.replicas if self.per_worker else tau
 
 
 def make_iteration_model(name: str, **params) -> IterationModel:

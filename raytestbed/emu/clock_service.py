@@ -567,8 +567,11 @@ class ClockService:
             if found is None:
                 continue
             period, alphas = found
-            dt = min((run.monitor.iterations - run.monitor.done - ff.margin - run.plan.workers[0].num_stages - 1)
-                     * alphas[run.run_id] for run in group)
+            # a window also ends before the next periodic tick: a slotted policy may stop a run there,
+            # and a run stopped inside a window cannot lose its unfinished iteration as a run that ran does
+            t_tick = self.clock.next_item_time(lambda it: it[0] == "tick") - self.clock.now
+            dt = min((min(run.monitor.iterations - run.monitor.done, t_tick / alphas[run.run_id])
+                      - ff.margin - run.plan.workers[0].num_stages - 1) * alphas[run.run_id] for run in group)
             dt = math.floor(dt / period + 1e-9) * period  # whole periods: the runs resume in phase
             if dt >= ff.min_iterations * max(alphas.values()):
                 self._open_window(group, dt, alphas, period)
@@ -657,7 +660,8 @@ class ClockService:
         self.clock.shift_items(lambda it: _owned(it, w.pids, ids) or it == ("ffend", wid), -back)
         for r in w.runs:
             if not r.ended:
-                n = r.monitor.ff_revise(end - w.t0)
+                # the stopping run keeps only the iterations it completed; the others resume in phase
+                n = r.monitor.ff_revise(end - w.t0, whole=stop and r is run)
                 for pid in r.pids:
                     self.clock.set_skip(pid, n)
         w.dt -= back
@@ -746,7 +750,7 @@ class EmuScheduler(EventCore):
         self.state.now = row.end_s
         self._sync_bytes()
         rj = self.state.running[jid]
-        self.done_iters[jid] = run.monitor.start_iteration + run.monitor.done
+        self.done_iters[jid] = self.credit(jid, run.monitor.start_iteration, run.monitor.done)
         rj.iterations_done = self.done_iters[jid]
         est = self._estimates.setdefault(jid, [])
         est.append(row.iter_s)
@@ -803,7 +807,7 @@ class EmuScheduler(EventCore):
             rj.bytes_sent = float(sent.get(jid, 0.0))
             run = self.service.runs.get(self.run_of.get(jid))
             if run is not None:
-                rj.iterations_done = run.monitor.start_iteration + self.service.ff_progress(run)
+                rj.iterations_done = self.credit(jid, run.monitor.start_iteration, self.service.ff_progress(run))
 
     # ------------------------------------------------------------------ event-core hooks
     def run_started(self, job: Job, placement: Placement) -> None:
@@ -813,8 +817,8 @@ class EmuScheduler(EventCore):
             from raytestbed.core.profile import default_profiles
 
             profile = default_profiles().get(job.model)
-        run = self.service.new_run(job, placement, job.iterations - done, done, self.mode, self.compute_factor,
-                                   profile)
+        steps = math.ceil(self.steps_left(job.job_id) - 1e-9)
+        run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile)
         self.run_of[job.job_id] = run.run_id
         self._estimates[job.job_id] = []
 
@@ -823,7 +827,7 @@ class EmuScheduler(EventCore):
         if rid is not None:
             run = self.service.runs[rid]
             self.service.drop_run(rid)  # first: a fast-forward window is cut at now
-            self.done_iters[jid] = run.monitor.start_iteration + run.monitor.done
+            self.done_iters[jid] = self.credit(jid, run.monitor.start_iteration, run.monitor.done)
 
     def run_finished(self, jid: int) -> None:
         self.run_of.pop(jid, None)

@@ -153,10 +153,16 @@ class RunMonitor:
         self._ff_saved = (self.done, self.skipped, self.credit, self.last_end, alpha)
         return self.fast_forward(dt, alpha)
 
-    def ff_revise(self, dt: float) -> int:
-        """The window lasted ``dt`` seconds only (cut short): credit that instead; returns the iterations."""
+    def ff_revise(self, dt: float, whole: bool = False) -> int:
+        """The window lasted ``dt`` seconds only (cut short): credit that instead; returns the iterations.
+        ``whole``: the run stops now, so only the iterations completed by then count (rounded down, as
+        :meth:`ff_done_at`; an unfinished iteration is lost, as in a run that ran)."""
         self.done, self.skipped, self.credit, self.last_end, alpha = self._ff_saved
-        return self.fast_forward(dt, alpha)
+        if not whole:
+            return self.fast_forward(dt, alpha)
+        n = int(math.floor(self.credit + dt / alpha + 1e-9))
+        self.credit, self.done, self.skipped, self.last_end = 0.0, self.done + n, self.skipped + n, self.last_end + dt
+        return n
 
     def ff_done_at(self, elapsed: float) -> float:
         """Iterations completed ``elapsed`` seconds into the current window (for the policies' view)."""

@@ -3,8 +3,12 @@
 Every slot t (a Tick every ``slot_s`` seconds):
 
 1. active set I[t] = arrived jobs with z_{i,t-1} < F_i / l_i (Alg. 1 line 3), where
-   z is the worker-slots received so far and l_i = zeta_i (``budget_mode:
-   iterations``) — the workload stores F_i in worker-iterations;
+   l_i = zeta_i (``budget_mode: iterations``; the workload stores F_i in worker-iterations)
+   and z_{i,t-1} = x_i / zeta_i with x_i the worker-iterations the job has completed, as the
+   backend counts them (``view.iterations_done``). The paper's z counts worker-slots received,
+   each worth zeta_i iterations by its model; a backend with realistic timing (a step lost at a
+   preemption, traffic) completes fewer, and a z counted from the allocations would retire the
+   job with work left, stranding it;
 2. ring-size bound q_i = min(N_i, remaining budget, total GPUs); constraint (11) is kept by q_i <= floor(remaining worker-slots), except
    that a remainder below one worker-slot gets one worker for its last, partial
    slot (the backend stops the job when its F_i iterations are done, so the
@@ -17,7 +21,8 @@ Every slot t (a Tick every ``slot_s`` seconds):
 5. the embeddings become this slot's allocation y_is[t]: jobs left out are
    preempted (progress kept), jobs with another size or servers are resized,
    jobs whose per-server counts are unchanged keep their GPUs;
-6. z_{i,t} = z_{i,t-1} + sum_s y_is[t] (line 6).
+6. z_{i,t} = z_{i,t-1} + sum_s y_is[t] (line 6): measured at the next slot as above
+   (``served`` keeps the allocated worker-slots for analysis).
 
 ``tie_break`` (default 0: the paper's objective) adds ``tie_break * kappa`` to every
 pi_{i,kappa}: with a step-like sigmoid, pi underflows to exactly 0 for jobs far below
@@ -111,13 +116,13 @@ class GadgetPolicy(SlottedRingPolicy):
         out = []
         for jid in sorted(self.arrived):
             job = self.arrived[jid]
-            z = self.served.get(jid, 0.0)
+            u = self._util[jid]
+            z = min(view.iterations_done(jid), u.budget) / u.zeta  # worker-slots' worth of progress
             rem = self.budget_slots(jid) - z
             if rem <= 1e-9:
                 continue
             n = int(job.extra.get("N", job.max_workers or job.gpus))
             q = min(n, max(1, math.floor(rem + 1e-9)), total)
-            u = self._util[jid]
             x = u.zeta * z
             k = np.arange(1, q + 1)
             mu = u.mu_envelope if self.envelope else u.mu

@@ -137,8 +137,8 @@ class SlottedRingPolicy(Policy):
     Subclasses implement :meth:`decide` (view -> job id -> target embedding for the
     coming slot; running jobs left out are preempted).
 
-    Attributes kept for analysis: ``served[j]`` (worker-slots allocated so far,
-    z_{j,t}), ``allocations`` (slot, time s, job, workers), ``slot_log`` (per slot:
+    Attributes: ``served[j]`` (worker-slots allocated so far: LAS's attained service; GADGET
+    budgets by the iterations the backend reports instead), ``allocations`` (slot, time s, job, workers), ``slot_log`` (per slot:
     active and embedded jobs and solver details).
     """
 

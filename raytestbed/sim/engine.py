@@ -334,7 +334,14 @@ class Simulator(EventCore):
 
     # ------------------------------------------------------------ analytic mode
     def _remaining(self, jid: int) -> float:
-        return self.jobs[jid].iterations - self.done_iters[jid]
+        """Steps running job ``jid`` still has to make (:meth:`EventCore.steps_left`)."""
+        return self.steps_left(jid)
+
+    def progress_now(self, jid: int) -> float:
+        run = self._runs.get(jid)
+        if self.mode != "analytic" or jid not in self.state.running or run is None or not math.isfinite(run.alpha):
+            return super().progress_now(jid)
+        return self.credit(jid, self.done_iters[jid], (self.state.now - run.last_s) / run.alpha)
 
     def _price(self, jid: int) -> None:
         """(Re)compute a running job's iteration time and schedule its finish (analytic mode)."""
@@ -358,8 +365,8 @@ class Simulator(EventCore):
     def _sync_analytic(self, jid: int) -> None:
         run = self._runs[jid]
         if math.isfinite(run.alpha):
-            done = max(0.0, self.state.now - max(run.last_s, run.restore_until)) / run.alpha
-            self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + done)
+            steps = max(0.0, self.state.now - max(run.last_s, run.restore_until)) / run.alpha
+            self.done_iters[jid] = self.credit(jid, self.done_iters[jid], steps)
             self.state.running[jid].iterations_done = self.done_iters[jid]
         run.last_s = self.state.now
 
@@ -412,7 +419,7 @@ class Simulator(EventCore):
         no iterations left (True then)."""
         run = self._runs[jid]
         now = self.state.now
-        self.done_iters[jid] = min(self.jobs[jid].iterations, self.done_iters[jid] + q)
+        self.done_iters[jid] = self.credit(jid, self.done_iters[jid], q)
         rj = self.state.running[jid]
         rj.iterations_done = self.done_iters[jid]
         per_iter = (now - run.cycle_start_s) / q

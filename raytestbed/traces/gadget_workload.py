@@ -22,14 +22,16 @@ F_i as worker-iterations (l_i = zeta_i: F_i / zeta_i worker-slots);
 within T = 200 slots).
 
 Each job is one ring-all-reduce stage whose ``iterations`` are worker-iterations
-(use the ``gadget`` timing model with ``per_worker_iterations: 1``): the stage's
-forward time is slot_s / zeta_i, so each worker does zeta_i iterations per slot.
-Its parameter bytes are 0: b_i is a reservation checked by the placement, not a
-transfer. ``job.extra`` holds zeta, F (in iterations), b_bps, mem_gb, lambda1..3,
+(``Job.worker_iterations``: one step of a w-worker ring completes w of them, on every
+backend): the stage's forward time is slot_s / zeta_i (rounded down to about a microsecond,
+:func:`step_time`), so each worker does zeta_i iterations per slot. Its parameter bytes are 0: b_i is a reservation checked by the
+placement, not a transfer. ``job.extra`` holds zeta, F (in iterations), b_bps, mem_gb, lambda1..3,
 N and fixed_workers.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
@@ -80,6 +82,19 @@ class GadgetParams(LoaderParams):
         return self
 
 
+#: step times are whole multiples of this (seconds, 2^-20: about 1 microsecond)
+STEP_GRID_S = 2.0 ** -20
+
+
+def step_time(slot_s: float, zeta: int) -> float:
+    """Seconds per step of a worker doing ``zeta`` iterations per slot of ``slot_s`` seconds: slot_s / zeta
+    rounded down to a multiple of :data:`STEP_GRID_S`. Sums of such times are exact in floating point, so the
+    zeta steps a worker starts at a slot's beginning end at or just before (< zeta microseconds) the slot's
+    end on every backend alike; slot_s / zeta itself makes them end at the slot's end give or take a
+    rounding error, before or after the policy's tick depending on the sum's last bit."""
+    return math.floor(slot_s / zeta / STEP_GRID_S) * STEP_GRID_S
+
+
 def _ri(rng: np.random.Generator, lohi) -> int:
     return int(rng.integers(lohi[0], lohi[1] + 1))
 
@@ -110,10 +125,10 @@ def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
         fixed = min(_ri(rng, p.fixed_workers), n)
         mem = float(_ri(rng, p.mem_gb))
         budget_iters = f if p.budget_mode == "iterations" else f * zeta
-        prof = StageProfile(fwd_s=p.slot_s / zeta, bwd_s=0.0, out_bytes=0.0, param_bytes=0.0)
+        prof = StageProfile(fwd_s=step_time(p.slot_s, zeta), bwd_s=0.0, out_bytes=0.0, param_bytes=0.0)
         jobs.append(Job(
             job_id=jid, arrival_s=round(t, 6), iterations=int(budget_iters), stages=(Stage(fixed, prof),),
-            comm=CommPattern.RAR, model="gadget-synthetic", max_workers=n,
+            comm=CommPattern.RAR, model="gadget-synthetic", max_workers=n, worker_iterations=True,
             extra=dict(zeta=float(zeta), F=float(budget_iters), F_raw=f, b_bps=b, mem_gb=mem, lambda1=float(lam1),
                        lambda2=lam2, lambda3=float(lam3), N=n, fixed_workers=fixed, slot_s=p.slot_s,
                        budget_mode=p.budget_mode),

@@ -1,7 +1,9 @@
 """GADGET's Figs. 4-7 (INFOCOM'22) as sweeps, the paper's findings beside ours.
 
 Setting (§VI): ``cluster_configs/gadget_fattree_50.yaml`` (50 servers, 199 GPUs, 5 racks),
-T = 200 slots of 60 s (``timing.until_s`` = T: the run stops at the horizon), Poisson arrivals
+T = 200 slots of 60 s (``timing.until_s`` = T: the run stops at the horizon), analytic timing
+(GADGET eq. (1), the base trial's ``timing: {mode: analytic, model: gadget}``; flow timing against it
+per job: docs/gadget_timing.md), Poisson arrivals
 over the horizon (``--workload google|philly|aaic``: a real trace's submit times mapped onto the
 same window instead, :data:`WORKLOADS`; ``google`` is the Google 2011 trace, the paper's arrival
 pattern; raytestbed/traces/arrival_patterns.py), the job parameters of §VI-1
