@@ -52,7 +52,7 @@ def test_csv_with_durations_refused_in_one_line(tmp_path, capsys):
     ({"kind": "synthetic", "jobs": 6, "comm_mix": {"rar": 0.5, "pipeline": 0.5}}, {}),
     ({"kind": "csv", "path": "jobs.csv"}, {}),
     ({"kind": "gadget", "jobs": 8, "slot_s": 60, "budget_mode": "iterations"},
-     {"policy": "gadget", "timing": {"model": "gadget", "model_params": {"per_worker_iterations": 1}}}),
+     {"policy": "gadget", "timing": {"model": "gadget"}}),
     ({"kind": "sjfbco", "durations": "uniform", "arrivals": "batch", "mix": {1: 4, 2: 2, 4: 2}},
      {"policy": "sjf-bco", "timing": {"model": "sjfbco"}}),
 ], ids=["synthetic", "csv", "gadget", "sjfbco"])
