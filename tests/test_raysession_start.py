@@ -122,3 +122,38 @@ def test_a_raylet_that_died_is_not_waited_for(monkeypatch):
         with pytest.raises(RuntimeError):
             services.get_node("127.0.0.1:1", "abc")
         assert time.monotonic() - t0 < 5
+
+
+def test_a_start_whose_raylet_died_twice_says_so(capsys):
+    """The raylet's own 15 s wait for its agent has no knob: the error must not send the user to the
+    time limit that cannot help."""
+    from types import SimpleNamespace
+
+    def start():
+        stage_nodes[-1].append(SimpleNamespace(all_processes={"raylet": [SimpleNamespace(process=SimpleNamespace(
+            poll=lambda: -6))]}, kill_all_processes=lambda **kw: None))
+        raise Exception("The current node timed out during startup.")
+
+    stage_nodes = []
+    orig = raysession.patient_start
+
+    def recording(*a, **k):
+        cm = orig(*a, **k)
+
+        class Wrap:
+            def __enter__(self):
+                st = cm.__enter__()
+                stage_nodes.append(st.nodes)
+                return st
+
+            def __exit__(self, *exc):
+                return cm.__exit__(*exc)
+
+        return Wrap()
+
+    raysession.patient_start = recording
+    try:
+        with pytest.raises(RaytestbedError, match=r"did not start, twice: its raylet exited while starting .*15 s"):
+            raysession.start_with_retry(start, lambda: None, 60, what="a local Ray")
+    finally:
+        raysession.patient_start = orig

@@ -231,9 +231,16 @@ def start_with_retry(start, stop, timeout_s: float | None = None, what: str = "R
             reason = " ".join(str(e).split())[:200] or type(e).__name__
             with contextlib.suppress(Exception):
                 stop()
-            for node in stage.nodes if stage is not None else []:  # processes of a node that never came up
+            nodes = stage.nodes if stage is not None else []
+            raylet_died = _raylet_died(nodes)
+            for node in nodes:  # processes of a node that never came up
                 with contextlib.suppress(Exception):
                     node.kill_all_processes(check_alive=False, allow_graceful=False)
+            if attempt == 2 and raylet_died:
+                raise RaytestbedError(
+                    f"{what} did not start, twice: its raylet exited while starting (it gives its dashboard agent "
+                    f"15 s to report its ports, a limit Ray does not let us raise; the host is too busy: see "
+                    f"raylet.out in the Ray session's logs); try again when the host is less loaded") from None
             if attempt == 2:
                 raise RaytestbedError(
                     f"{what} did not start, twice (each stage may take {timeout_s:g} s; last error: {reason}); "
