@@ -154,7 +154,12 @@ class Simulator(EventCore):
     def run(self) -> SimResult:
         """Simulate until every job has finished or nothing more can happen."""
         heap = self._heap
-        while heap and self.unfinished > 0:
+        while True:
+            if self.settling and (not heap or heap[0][0] > self.state.now + self.SETTLE_S):
+                self.deliver_settled()  # this instant has settled (its decisions may add work: look again)
+                continue
+            if not (heap and self.unfinished > 0):
+                break
             if self.until_s is not None and heap[0][0] > self.until_s:
                 self._advance(self.until_s)
                 break
@@ -367,7 +372,7 @@ class Simulator(EventCore):
         intra = float((nbytes[same] * q / self.cluster.intra_bps).max()) if same.any() else 0.0
         self._add_lower_bound(jid, max(intra, q * o3_cct_arrays(src, dst, nbytes, self._egress, self._ingress)))
         total = self._net.add_coflow(jid, cf_id, src, dst, nbytes * q, self.state.now)
-        self.emit(CoflowStarted(self.state.now, jid, cf_id, total))
+        self.emit_settled(CoflowStarted(self.state.now, jid, cf_id, total))
 
     def _end_cycle(self, jid: int) -> None:
         run = self._runs[jid]
@@ -422,10 +427,10 @@ class Simulator(EventCore):
 
         def coflow_event(kind: str, cf_id: tuple, nbytes: float) -> None:
             if kind == "started":
-                self.emit(CoflowStarted(self.state.now, jid, cf_id, nbytes))
+                self.emit_settled(CoflowStarted(self.state.now, jid, cf_id, nbytes))
             else:
                 self.state.running[jid].coflows_done += 1
-                self.emit(CoflowFinished(self.state.now, jid, cf_id, nbytes))
+                self.emit_settled(CoflowFinished(self.state.now, jid, cf_id, nbytes))
 
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
         return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
@@ -462,7 +467,7 @@ class Simulator(EventCore):
                 continue
             cf_id, _, _, total = net.end_coflow(r)
             running[jid].coflows_done += 1
-            self.emit(CoflowFinished(self.state.now, jid, cf_id, total))
+            self.emit_settled(CoflowFinished(self.state.now, jid, cf_id, total))
             self._start_coflow(jid, run.coflow_idx + 1)
         self._reallocate()
 
