@@ -264,17 +264,29 @@ def _network_decisions(decisions):
     return out
 
 
-@pytest.mark.parametrize("network", ["parrot", "aalo", "lccf-wo-wc", "varys", "fair"])
-def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(network):
+def _contended_rar_jobs():
+    """Three ring-all-reduce jobs spread over the servers, whose rings meet on the NICs."""
+    return [rar_job(0, 0.0, workers=4, iterations=8, grad_bytes=40 * MB),
+            rar_job(1, 0.05, workers=2, iterations=10, grad_bytes=30 * MB),
+            rar_job(2, 0.1, workers=2, iterations=6, grad_bytes=20 * MB)]
+
+
+@pytest.mark.parametrize("network,jobs", [("parrot", "ps"), ("aalo", "ps"), ("lccf-wo-wc", "ps"), ("varys", "ps"),
+                                          ("fair", "ps"), ("aalo", "rar"), ("lccf", "rar")])
+def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(network, jobs):
     """The same network policy object gets the same flow table on both backends (view.flows(): the
     fluid model's transfers laid out as the simulator's rows), so it makes the same decisions at the
-    same emulated times, and every job ends at the same time."""
-    cl = small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
+    same emulated times, and every job ends at the same time. Ring all-reduce jobs: the simulator runs
+    their rings worker by worker (``schedule="transfers"``), as the emulator does."""
+    cl = small_cluster(4, 2, nic_gbps=1, intra_gbs=10) if jobs == "rar" else small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
+    make_jobs = _contended_rar_jobs if jobs == "rar" else _contended_ps_jobs
     params = {"backfill_style": "coflowsim"} if network == "varys" else {}
-    pols = lambda: [make_policy("fifo", "placement", 0), make_policy(network, "network", 0, **params)]  # noqa: E731
+    fifo = {"spread": "random"} if jobs == "rar" else {}
+    pols = lambda: [make_policy("fifo", "placement", 0, **fifo),  # noqa: E731
+                    make_policy(network, "network", 0, **params)]
     sim_dec = []
     p, n = pols()
-    sim = Simulator(cl, _contended_ps_jobs(), p, n, mode="flow",
+    sim = Simulator(cl, make_jobs(), p, n, mode="flow", schedule="transfers",
                     on_decisions=lambda ev, name, dt, ds: sim_dec.append((ev, name, dt, list(ds)))).run()
     emu_dec = []
 
@@ -284,7 +296,7 @@ def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(n
 
     async def main():
         svc = local_service(cl, fast_forward=FastForward(enabled=False))
-        await svc.begin_trial(_contended_ps_jobs(), pols(), (), mode="replay")
+        await svc.begin_trial(make_jobs(), pols(), (), mode="replay")
         while True:
             b = await svc.poll(1.0)
             emu_dec.extend(b.decisions)

@@ -57,7 +57,10 @@ from raytestbed.core.events import (
     IterationMeasured,
 )
 
-_EPS_TIME = 1e-12
+#: flow mode, how jobs run: ``workers`` (pipelines of two or more stages and PS jobs worker by worker,
+#: ring all-reduce jobs as coflows), ``transfers`` (ring all-reduce jobs worker by worker too: every
+#: transfer as the emulator makes it), ``coflows`` (every job as compute + job-wide coflows)
+SCHEDULES = ("workers", "transfers", "coflows")
 
 
 #: the simulator's result is the event core's (one type for both backends)
@@ -94,9 +97,9 @@ class Simulator(EventCore):
         mode: ``analytic`` or ``flow``.
         model: iteration-time model for analytic mode (default A-SRPT eq. 7).
         iterations_per_coflow: q, iterations lumped per cycle in flow mode.
-        schedule: flow mode, pipelines of two or more stages and PS jobs: ``workers`` (worker by
-            worker, :mod:`raytestbed.sim.pipeline_workers`) or ``coflows`` (job-wide coflows,
-            :mod:`raytestbed.network.traffic`).
+        schedule: flow mode: ``workers`` (pipelines of two or more stages and PS jobs worker by
+            worker, :mod:`raytestbed.sim.pipeline_workers`), ``transfers`` (ring all-reduce jobs
+            too) or ``coflows`` (job-wide coflows, :mod:`raytestbed.network.traffic`).
         faults: faults to inject.
         on_event: callback receiving every event (for the event log).
         on_decisions: callback (event, policy name, wall seconds, decisions) for
@@ -125,8 +128,8 @@ class Simulator(EventCore):
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
-        if schedule not in ("workers", "coflows"):
-            raise ValueError(f"unknown flow schedule {schedule!r} (known: workers, coflows)")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown flow schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
         self.mode = mode
@@ -280,7 +283,7 @@ class Simulator(EventCore):
         else:
             self._net.start_job(job.job_id)
             run.cycle_start_s = now
-            if self.schedule == "workers" and uses_workers(job):
+            if self.schedule != "coflows" and uses_workers(job, rings=self.schedule == "transfers"):
                 run.workers = self._worker_run(job, placement, run)
                 self._worker_jobs.add(job.job_id)
                 run.workers.begin()
@@ -485,7 +488,7 @@ class Simulator(EventCore):
         net.reallocate()
         t_next = net.next_completion()
         if math.isfinite(t_next):
-            when = self.state.now + max(t_next, _EPS_TIME)
+            when = self.state.now + t_next  # (exactly as the emulator's fluid model steps, no minimum step)
             if when <= self.state.now:
                 # the completion is closer than the clock can tell apart at this time (a flow of a few
                 # bytes left on a fast link, late in a long run): the next representable instant, in which

@@ -55,12 +55,16 @@ from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, cofl
 from raytestbed.emu.monitor import RunMonitor
 
 
-def uses_workers(job: Job) -> bool:
+def uses_workers(job: Job, rings: bool = False) -> bool:
     """Whether flow timing (``timing.schedule: workers``) runs ``job`` worker by worker: a pipeline of
     two or more stages or a PS job (ring-all-reduce jobs, one-stage pipelines and jobs with explicit
     coflows or random PS flow sizes are coflow sequences, :mod:`raytestbed.network.traffic`).
+    ``rings`` (``timing.schedule: transfers``): a ring-all-reduce job or one-stage pipeline of two or
+    more replicas too, its all-reduce as the emulator runs it (2(k-1) steps of one chunk per replica).
     ValueError for such a job with an explicit compute time (its profiles time it)."""
-    if not ((job.num_stages >= 2 and job.comm is CommPattern.PIPELINE) or job.comm is CommPattern.PS):
+    ring = rings and job.num_stages == 1 and job.stages[0].replicas >= 2 and job.comm in (CommPattern.RAR,
+                                                                                         CommPattern.PIPELINE)
+    if not ((job.num_stages >= 2 and job.comm is CommPattern.PIPELINE) or job.comm is CommPattern.PS or ring):
         return False
     if job.traffic is not None and (job.traffic.coflows or job.traffic.max_flow_bytes is not None):
         return False
