@@ -264,3 +264,23 @@ def test_scripts_are_thin_entry_points_of_registered_benches():
     assert set(names) == mods
     for m in ("fidelity", "emu_scale", "soak_emu", "crosscheck_coflowsim", "asrpt_testbed", "wcs_orders"):
         assert callable(importlib.import_module(f"raytestbed.experiments.benches.{m}").main)
+
+
+@pytest.mark.parametrize("args,says", [
+    (["compare", "parity_ps.yaml", "--policies", "fifo,fifo+parrot", "--backend", "sim:analytic"],
+     "network policy 'parrot' needs timing.mode: flow"),
+    (["parity", "parity_ps.yaml", "--policies", "fifo+fair", "--backends", "sim:analytic,emu"],
+     "network policy 'fair' needs timing.mode: flow"),
+    (["run", "parrot_ms60.yaml", "--backend", "emu"], "backend emu: job 0 gives an explicit compute time and random"),
+    (["parity", "parrot_ms60.yaml", "--policies", "fifo+parrot"], "backend emu: job 0 gives"),
+])
+def test_a_backend_that_cannot_honour_the_trial_refuses_before_the_run(tmp_path, capsys, args, says):
+    """No silent no-op: the analytic simulator has no flows for a network policy, and the emulator's
+    workers cannot move a job's explicit traffic; either refuses in one line, exit 2, nothing written."""
+    trials = Path(__file__).resolve().parents[1] / "workloads" / "trials"
+    args = [str(trials / a) if a.endswith(".yaml") else a for a in args]
+    out = tmp_path / "out"
+    assert main([*args, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not out.exists()
