@@ -133,12 +133,14 @@ class TimingConfig(_Strict):
     model: Literal["asrpt", "sjfbco", "gadget"] = "asrpt"
     model_params: dict[str, _ModelParam] = Field(default_factory=dict)
     iterations_per_coflow: PositiveInt = 1
-    schedule: Literal["workers", "coflows"] = Field(
+    schedule: Literal["workers", "transfers", "coflows"] = Field(
         "workers", description="flow mode, pipelines of two or more stages and parameter-server jobs: 'workers' "
         "runs every stage replica and PS task on the emulator's worker schedule (the emulator's timing; one "
         "flow per transfer, 40 per iteration of a 4-stage pipeline with 2 replicas per stage); 'coflows' "
         "times an iteration as compute and then job-wide coflows (an approximation with fewer events: "
-        "raytestbed.network.traffic). Ring-all-reduce jobs are coflows either way")
+        "raytestbed.network.traffic). Ring-all-reduce jobs are one coflow per iteration with both, and run "
+        "worker by worker with 'transfers' (the emulator's 2(k-1) ring steps: what a network policy sees "
+        "on the emulator; 2(k-1) x k flows per iteration instead of k)")
     admission_epoch_s: NonNegativeFloat = Field(
         0.0, description="look at arrivals only every this many seconds, admitting each job at the start of "
         "the epoch its arrival falls in, up to one epoch early (CoflowSim: 10.24; 0 = exact arrivals); "

@@ -254,11 +254,11 @@ def run_into(
                                                  search))
     check_identical_servers(pair.placement, type(policy), cluster)
     netpol = None
+    refusal = backend_refusal(trial, [pair], spec, jobs)
+    if refusal:
+        raise ConfigError(refusal)
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))
-        if trial.timing.mode != "flow" and spec.name == "sim":
-            raise ConfigError(f"network policy {pair.network!r} needs timing.mode: flow (the trial says "
-                              f"{trial.timing.mode!r})")
     try:
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     except (TypeError, ValueError) as e:
@@ -420,6 +420,47 @@ def _add_measured(rows: list[dict[str, Any]], engine) -> list[str]:
     return cols
 
 
+def _traffic_text(job) -> str:
+    t = job.traffic
+    parts = (["explicit coflows"] if t.coflows else []) + (["an explicit compute time"] if t.compute_s is not None else []) \
+        + (["random PS flow sizes U(0, L]"] if t.max_flow_bytes is not None else [])
+    return " and ".join(parts)
+
+
+def backend_refusal(trial, pairs: list[PolicyPair], spec: "BackendSpec", jobs: list | None = None) -> str | None:
+    """Why ``spec`` cannot honour this trial (a one-line reason), or None: a backend refuses before the run
+    instead of ignoring a decision kind or a job's traffic. ``jobs``: the trial's jobs (checked for the emulator)."""
+    net = [p.network for p in pairs if p.network is not None]
+    if net and spec.name == "sim" and trial.timing.mode != "flow":
+        return (f"network policy {net[0]!r} needs timing.mode: flow (the trial says {trial.timing.mode!r}; "
+                f"the analytic simulator has no flows to set rates or weights on)")
+    if spec.name == "emu" and jobs is not None:
+        for j in jobs:
+            if j.traffic is not None and (text := _traffic_text(j)):
+                return (f"backend emu: job {j.job_id} gives {text} (workload {trial.workload.kind!r}); the emulator's "
+                        f"workers move and compute what their profiles say, so it cannot run this job: use "
+                        f"--backend sim:flow")
+    return None
+
+
+def _trial_jobs(loaded: LoadedTrial, seed: int) -> list:
+    """The trial's jobs as ``run_into`` loads them (for checks before a run)."""
+    trial = loaded.trial
+    cluster = loaded.cluster_config.build()
+    wl = trial.workload.model_dump()
+    kind = wl.pop("kind")
+    return load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
+
+
+def refuse_early(loaded: LoadedTrial, pairs: list[PolicyPair], specs: list["BackendSpec"], seed: int) -> None:
+    """ConfigError (one line) if one of ``specs`` cannot honour the trial, before anything runs."""
+    jobs = _trial_jobs(loaded, seed) if any(sp.name == "emu" for sp in specs) else None
+    for sp in specs:
+        refusal = backend_refusal(sp.apply(loaded).trial, pairs, sp, jobs)
+        if refusal:
+            raise ConfigError(refusal)
+
+
 def simulate_into(folder: Path, loaded: LoadedTrial, pair: PolicyPair, seed: int, show_progress: bool = True,
                   log_events: bool = True, report: bool = True) -> dict[str, Any]:
     """Simulate one policy pair into ``folder`` (the ``sim`` backend of :func:`run_into`)."""
@@ -457,6 +498,7 @@ def run(loaded: LoadedTrial, out: Path, policy: str | None = None, seed: int | N
     pair = PolicyPair.parse(policy or trial.policy, None if policy else trial.network_policy)
     s = trial.seed if seed is None else seed
     spec = _as_spec(backend, loaded)
+    refuse_early(loaded, [pair], [spec], s)
     previous = read_journal(Path(out) / JOURNAL) if resume else None
     marker = _marker("run", loaded, [str(pair)], s, spec, inject)
     with ResultsFolder(out, force=force or resume, resumable=marker) as rf:
@@ -543,6 +585,7 @@ def compare(loaded: LoadedTrial, out: Path, policies: list[str], seed: int | Non
     pairs = _pairs(loaded, policies)
     s = loaded.trial.seed if seed is None else seed
     spec = _as_spec(backend, loaded)
+    refuse_early(loaded, pairs, [spec], s)
     marker = _marker("compare", loaded, [str(p) for p in pairs], s, spec, inject)
     if resume:
         # move the interrupted folder aside: the new run copies what it finished
@@ -584,6 +627,7 @@ def parity_check(loaded: LoadedTrial, out: Path, policies: list[str], backends: 
     if len(specs) != 2 or specs[0].label == specs[1].label:
         raise ConfigError(f"--backends {','.join(backends)}: give two different backends, e.g. sim,emu")
     s = loaded.trial.seed if seed is None else seed
+    refuse_early(loaded, pairs, specs, s)
     with ResultsFolder(out, force=force) as rf:
         for spec in specs:
             (rf.path / spec.label).mkdir()

@@ -275,3 +275,23 @@ def test_synthetic_job_larger_than_the_cluster_is_refused_unless_clipped(tmp_pat
     out = tmp_path / "clipped"
     assert main(["run", str(t), "--out", str(out), "--quiet"]) == 0
     assert (pd.read_csv(out / "jobs.csv")["gpus"] == 8).all()
+
+
+@pytest.mark.parametrize("args,says", [
+    (["compare", "parity_ps.yaml", "--policies", "fifo,fifo+parrot", "--backend", "sim:analytic"],
+     "network policy 'parrot' needs timing.mode: flow"),
+    (["parity", "parity_ps.yaml", "--policies", "fifo+fair", "--backends", "sim:analytic,emu"],
+     "network policy 'fair' needs timing.mode: flow"),
+    (["run", "parrot_ms60.yaml", "--backend", "emu"], "backend emu: job 0 gives an explicit compute time and random"),
+    (["parity", "parrot_ms60.yaml", "--policies", "fifo+parrot"], "backend emu: job 0 gives"),
+])
+def test_a_backend_that_cannot_honour_the_trial_refuses_before_the_run(tmp_path, capsys, args, says):
+    """No silent no-op: the analytic simulator has no flows for a network policy, and the emulator's
+    workers cannot move a job's explicit traffic; either refuses in one line, exit 2, nothing written."""
+    trials = Path(__file__).resolve().parents[1] / "workloads" / "trials"
+    args = [str(trials / a) if a.endswith(".yaml") else a for a in args]
+    out = tmp_path / "out"
+    assert main([*args, "--out", str(out), "--quiet"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and says in err[0], err
+    assert not out.exists()

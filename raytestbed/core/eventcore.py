@@ -167,6 +167,7 @@ class EventCore:
         self._heap: list = []
         self._seq = 0
         self._immediate: deque[Event] = deque()
+        self._settled: list[Event] = []  #: coflow events of this instant (:meth:`emit_settled`)
         self._tick_led_to_decision = False
         self._starts: dict[int, int] = {}  #: job id -> times started (a restart pays ``restore_s``)
         #: GPU type -> GPU-seconds held by jobs (runs that ended; per-type utilisation in the summary)
@@ -238,6 +239,28 @@ class EventCore:
     def emit(self, event: Event) -> None:
         """Queue ``event`` for the policies (delivered by :meth:`drain`, in order)."""
         self._immediate.append(event)
+
+    #: instants closer than this (seconds) settle together: two backends' float clocks may put one
+    #: instant 1e-12 s apart (sums in another order), which must not split a network policy's view
+    SETTLE_S = 1e-9
+
+    def emit_settled(self, event: Event) -> None:
+        """Queue ``event`` (a ``CoflowStarted`` / ``CoflowFinished``) until the instant it happened in has
+        settled (:meth:`deliver_settled`): a network policy then sees every transfer that starts or ends
+        at that instant at once, whatever order a backend handles them in."""
+        self._settled.append(event)
+
+    @property
+    def settling(self) -> bool:
+        """Whether coflow events of this instant wait for it to settle."""
+        return bool(self._settled)
+
+    def deliver_settled(self) -> None:
+        """The instant has settled (nothing more happens before time moves on by more than
+        :attr:`SETTLE_S`): deliver its coflow events."""
+        evs, self._settled = self._settled, []
+        self._immediate.extend(evs)
+        self.drain()
 
     def drain(self) -> None:
         """Deliver every queued event to every policy and apply their decisions."""

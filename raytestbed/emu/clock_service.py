@@ -50,6 +50,8 @@ from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.emu.executors.plan import JobPlan, plan_job
+from raytestbed.emu.flowview import FlowView
+from raytestbed.errors import PolicyError
 from raytestbed.emu.monitor import IterationRow, RunMonitor
 from raytestbed.emu.vclock import Send, VirtualClock, Wake
 
@@ -164,7 +166,6 @@ class ClockService:
         self._window_ids = 0
         self._ff_looked: tuple | None = None  #: the runs as fast-forward last found none steady
         self.windows_cut = 0  #: fast-forward windows cut short by a change on their links
-        self._coflow_events: list[tuple] = []
         self._activity: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._error: BaseException | None = None
@@ -459,8 +460,11 @@ class ClockService:
                 if self._launching:
                     continue
                 woke = self.clock.admit()
-                self._flush_coflows()
                 if woke or not self.clock.quiet() or self._launching:
+                    continue
+                if (self.scheduler is not None and self.scheduler.settling
+                        and self.clock.next_time() > self.clock.now + self.scheduler.SETTLE_S):
+                    self.scheduler.settled()  # this instant has settled: its coflow events go to the policies
                     continue
                 if self.scheduler is not None and self._trial_done():
                     self._news()
@@ -477,7 +481,6 @@ class ClockService:
                     if wait > 0:
                         await asyncio.sleep(wait)
                 self.clock.advance()
-                self._flush_coflows()
         except asyncio.CancelledError:
             raise
         except BaseException as e:  # a policy error or a bug: surface it to every caller
@@ -541,12 +544,7 @@ class ClockService:
 
     def _on_coflow(self, kind: str, t: float, job_id: int, coflow, nbytes: float) -> None:
         if self.scheduler is not None:
-            self._coflow_events.append((kind, t, job_id, coflow, nbytes))
-
-    def _flush_coflows(self) -> None:
-        if self._coflow_events and self.scheduler is not None:
-            evs, self._coflow_events = self._coflow_events, []
-            self.scheduler.coflows(evs)
+            self.scheduler.coflow(kind, t, job_id, coflow, nbytes)
 
     # ------------------------------------------------------------------ fast-forward
     def _fast_forward(self) -> bool:
@@ -732,6 +730,11 @@ class EmuScheduler(EventCore):
                          on_decisions=lambda ev, name, dt, ds: service._out.decisions.append((ev, name, dt, list(ds))))
         self._heap = service.clock._heap
         self.network_policy = any(p.role == "network" for p in self.policies)
+        # what network policies read: the fluid model's transfers laid out as the flow simulator's table
+        self.flowview = FlowView(service.clock.net, jobs, service.clock.fabric_bytes)
+        self.state.flow_arrays = self._flow_arrays
+        self.state.coflow_sync = self._sync_coflows
+        self.known_flow = self.flowview.knows
 
     # ------------------------------------------------------------------ timed events on the clock
     def push(self, t: float, prio: int, item: tuple) -> None:
@@ -786,25 +789,32 @@ class EmuScheduler(EventCore):
         self.kill_server(server)
         self.drain()
 
-    def coflows(self, evs: list[tuple]) -> None:
+    def coflow(self, kind: str, t: float, jid: int, coflow, nbytes: float) -> None:
+        """A coflow of a running job started or finished now (the fabric saw its first transfer start or its
+        last one in flight end): counted now, reported to the policies when the instant has settled."""
+        rj = self.state.running.get(jid)
+        if rj is None:
+            return
+        cid = coflow if isinstance(coflow, tuple) else (coflow,)
+        if kind == "started":
+            self.emit_settled(CoflowStarted(t, jid, cid, nbytes))
+        else:
+            rj.coflows_done += 1
+            self.emit_settled(CoflowFinished(t, jid, cid, nbytes))
+
+    def settled(self) -> None:
+        """Nothing more happens at the clock's now: deliver the instant's coflow events."""
         self.state.now = self.service.clock.now
         self._sync_bytes()
-        for kind, t, jid, coflow, nbytes in evs:
-            if jid not in self.state.running:
-                continue
-            if kind == "started":
-                self.emit(CoflowStarted(t, jid, (coflow,), nbytes))
-            else:
-                self.state.running[jid].coflows_done += 1
-                self.emit(CoflowFinished(t, jid, (coflow,), nbytes))
-        self.drain()
+        self.deliver_settled()
 
     def _sync_bytes(self) -> None:
-        """Refresh what the policies read of running jobs: bytes sent, iterations done (fast-forwarded
-        iterations counted as their time passes)."""
-        sent = self.service.clock.bytes_sent
+        """Refresh what the policies read of running jobs: bytes sent in the current run (as the flow
+        simulator counts them: what the job's transfers through the fabric moved so far,
+        :meth:`FlowView.sent`), iterations done (fast-forwarded iterations counted as their time passes)."""
+        sent = self.flowview.sent
         for jid, rj in self.state.running.items():
-            rj.bytes_sent = float(sent.get(jid, 0.0))
+            rj.bytes_sent = sent(jid)
             run = self.service.runs.get(self.run_of.get(jid))
             if run is not None:
                 rj.iterations_done = self.credit(jid, run.monitor.start_iteration, self.service.ff_progress(run))
@@ -821,6 +831,7 @@ class EmuScheduler(EventCore):
         run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile)
         self.run_of[job.job_id] = run.run_id
         self._estimates[job.job_id] = []
+        self.flowview.run_started(job.job_id)
 
     def run_stopped(self, jid: int) -> None:
         rid = self.run_of.pop(jid, None)
@@ -849,7 +860,20 @@ class EmuScheduler(EventCore):
 
     def set_rates(self, pol: Policy, rates: dict) -> None:
         self.service._changed(None)
-        self.service.clock.net.set_rates(rates)
+        try:
+            self.flowview.apply(rates)
+        except PolicyError as e:
+            raise PolicyError(f"{pol.name}: {e}") from None
+
+    def _flow_arrays(self):
+        """``view.flows()``: the transfers in flight as the flow simulator's table, bytes left as of now."""
+        self._sync_bytes()
+        return self.flowview.flows({j: rj.bytes_sent for j, rj in self.state.running.items()})
+
+    def _sync_coflows(self) -> None:
+        """``view.coflows``: the same flows as coflow records."""
+        self.state.coflows.clear()
+        self.state.coflows.update(self.flowview.coflow_infos(self.state.now))
 
 
 class LocalLauncher:

@@ -63,6 +63,9 @@ class Transfer:
     conn: tuple = ()
     finish_s: float | None = None
     token: Any = None  # the caller's completion handle (an asyncio future)
+    coflow_bytes: float = 0.0  #: bytes of its whole coflow (``Send.coflow_bytes``)
+    num: int = -1  #: its number among its job's flows (:meth:`FluidNet.add`; the flow id policies see)
+    policy_rate: float | None = None  #: a network policy's rate for it, bytes/s (None: max-min share)
 
     def __post_init__(self) -> None:
         self.remaining = float(self.nbytes)
@@ -105,6 +108,11 @@ class FluidNet:
         self.overrides: dict[Hashable, float] = {}
         self.overcommitted = 0  # times policy-set rates exceeded a link's capacity
         self._rates: dict[tuple, float] | None = None
+        #: every transfer in the model by job, in the order they joined (their ``num`` ascending)
+        self.by_job: dict[int, dict[int, Transfer]] = {}
+        self.by_tid: dict[int, Transfer] = {}
+        self.version = 0  #: changes whenever a transfer joins or leaves
+        self.policy_rated = 0  #: transfers with a policy rate
 
     # ------------------------------------------------------------ structure
     def connection(self, job_id: int, coflow_id: Hashable | None, src_gpu: int, dst_gpu: int) -> tuple:
@@ -117,7 +125,16 @@ class FluidNet:
         return ("inter", job_id, coflow_id, s, d)
 
     def add(self, x: Transfer) -> None:
-        """Start transfer ``x`` at the current model time."""
+        """Start transfer ``x`` at the current model time. A new transfer gets the next number among its
+        job's transfers in the model (0 when the job has none: the flow simulator numbers its rows so)."""
+        mine = self.by_job.setdefault(x.job_id, {})
+        if x.num < 0:
+            x.num = next(reversed(mine.values())).num + 1 if mine else 0
+        mine[x.tid] = x
+        self.by_tid[x.tid] = x
+        self.version += 1
+        if x.policy_rate is not None:
+            self.policy_rated += 1
         key = self.connection(x.job_id, x.coflow_id, x.src_gpu, x.dst_gpu)
         x.conn = key
         conn = self.conns.get(key)
@@ -140,6 +157,15 @@ class FluidNet:
         if conn is None or x.tid not in conn.members:
             return
         del conn.members[x.tid]
+        mine = self.by_job.get(x.job_id)
+        if mine is not None:
+            mine.pop(x.tid, None)
+            if not mine:
+                del self.by_job[x.job_id]
+        self.by_tid.pop(x.tid, None)
+        self.version += 1
+        if x.policy_rate is not None:
+            self.policy_rated -= 1
         if not conn.members:
             del self.conns[x.conn]
             self.alloc.remove_flow(x.conn)
@@ -182,6 +208,21 @@ class FluidNet:
                 self.overrides[key] = float(r)
         self._rates = None
 
+    def set_transfer_rates(self, rates: list[tuple[Transfer, float]]) -> None:
+        """A network policy's rates (bytes/s, >= 0) for single transfers (``SetFlowRates`` on the flow
+        table, :mod:`raytestbed.core.flows`): each runs at its rate until it ends or gets another; the
+        other members of its connection keep their part of the connection's max-min share (the flow
+        simulator's rows: a member's share is 1 / members, whatever the others run at)."""
+        for x, r in rates:
+            if not (isinstance(r, (int, float)) and math.isfinite(r) and r >= 0):
+                raise PolicyError(f"SetFlowRates: rate of flow {x.job_id}/{x.num} must be a finite number >= 0 "
+                                  f"bytes/s, got {r!r}")
+        for x, r in rates:
+            if x.policy_rate is None:
+                self.policy_rated += 1
+            x.policy_rate = float(r)
+        self._rates = None
+
     def set_link_factor(self, link: Hashable, factor: float) -> None:
         """Slow link ``link`` down: capacity = configured / factor (factor >= 1 slows, 1 restores)."""
         if not (math.isfinite(factor) and factor > 0):
@@ -218,40 +259,67 @@ class FluidNet:
         return ov.get(c.job_id)
 
     def conn_rates(self) -> dict[tuple, float]:
-        """Rate (bytes/s) of every connection."""
+        """Rate (bytes/s) of every connection: of its members without a policy rate, together."""
         if self._rates is not None:
             return self._rates
         fixed = {k: r for k, r in ((c.key, self._override_for(c)) for c in self.conns.values()) if r is not None}
-        if not fixed:
+        if not fixed and not self.policy_rated:
             self._rates = self.alloc.rates()
             return self._rates
-        # Policy-set rates for some connections; max-min over the residual capacity for the rest.
+        # Policy-set rates for some connections or transfers; max-min over the residual capacity for the rest.
         residual = {l: self.alloc.capacity(l) for l in self.alloc.links()}
         for k, r in fixed.items():
             for link in self.conns[k].links:
                 residual[link] -= r
+        rest = []
+        for c in self.conns.values():
+            if c.key in fixed:
+                continue
+            if self.policy_rated:
+                rated = [x.policy_rate for x in c.members.values() if x.policy_rate is not None]
+                for link in c.links:
+                    residual[link] -= sum(rated)
+                free = len(c.members) - len(rated)
+            else:
+                free = len(c.members)
+            if free:
+                rest.append((c, free / len(c.members)))
         if any(left < -1e-9 * self.alloc.capacity(l) for l, left in residual.items()):
             self.overcommitted += 1
         tmp = RateAllocator({l: max(left, 1e-9 * self.alloc.capacity(l)) for l, left in residual.items()})
-        rest = [c for c in self.conns.values() if c.key not in fixed]
-        for c in rest:
-            tmp.add_flow(c.key, c.links, weight=self.weights.get(c.job_id, 1.0), cap=c.cap)
-        rates = dict(fixed)
+        for c, part in rest:  # (the members without a policy rate keep their 1 / members of the connection)
+            tmp.add_flow(c.key, c.links, weight=self.weights.get(c.job_id, 1.0) * part, cap=c.cap * part)
+        rates = {c.key: 0.0 for c in self.conns.values()}
+        rates.update(fixed)
         if rest:
             rates.update(tmp.rates())
         self._rates = rates
         return rates
 
+    def _member_rates(self, c: _Conn, rates: dict[tuple, float]) -> list[tuple[Transfer, float]]:
+        """(transfer, rate) of every member of ``c``: its policy rate, else an equal part of the rest."""
+        if not self.policy_rated or self._override_for(c) is not None:
+            r = rates[c.key] / len(c.members)
+            return [(x, r) for x in c.members.values()]
+        free = sum(1 for x in c.members.values() if x.policy_rate is None)
+        r = rates[c.key] / free if free else 0.0
+        return [(x, r if x.policy_rate is None else x.policy_rate) for x in c.members.values()]
+
     def rate_of(self, x: Transfer) -> float:
-        """Rate (bytes/s) of one transfer: its connection's rate shared equally by its members."""
+        """Rate (bytes/s) of one transfer: its policy rate, or its part of its connection's rate."""
         c = self.conns[x.conn]
-        return self.conn_rates()[x.conn] / len(c.members)
+        return dict((m.tid, r) for m, r in self._member_rates(c, self.conn_rates()))[x.tid]
 
     def next_finish(self) -> float:
         """Model time (emulated s) of the next completion; inf when none can finish."""
         best = math.inf
         rates = self.conn_rates()
         for c in self.conns.values():
+            if self.policy_rated:
+                for x, r in self._member_rates(c, rates):
+                    if r > 0:
+                        best = min(best, x.remaining / r)
+                continue
             r = rates[c.key] / len(c.members)
             if r > 0:
                 best = min(best, min(x.remaining for x in c.members.values()) / r)
@@ -270,8 +338,7 @@ class FluidNet:
             step, first = math.inf, None
             per: list[tuple[Transfer, float]] = []
             for c in self.conns.values():
-                r = rates[c.key] / len(c.members)
-                for x in c.members.values():
+                for x, r in self._member_rates(c, rates):
                     per.append((x, r))
                     if r > 0 and x.remaining / r < step:
                         step, first = x.remaining / r, x

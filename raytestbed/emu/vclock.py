@@ -58,7 +58,8 @@ class Send:
 
     ``key`` names it (unique while it is in flight); the receiver's step names the same key.
     ``job_id`` (the job whose weights and rates apply) and ``coflow`` group transfers as the
-    fluid model's connections do.
+    fluid model's connections do; ``coflow_bytes``: the bytes of that whole coflow (every transfer of
+    it, what ``CoflowStarted`` reports).
     """
 
     key: Hashable
@@ -67,6 +68,7 @@ class Send:
     dst_gpu: int
     nbytes: float
     coflow: Hashable | None = None
+    coflow_bytes: float = 0.0
 
 
 @dataclass
@@ -141,6 +143,9 @@ class VirtualClock:
         self._by_tid: dict[int, _Flow] = {}
         self._coflows: dict[Hashable, dict] = {}
         self.bytes_sent: dict[int, float] = defaultdict(float)  #: completed transfer bytes per job
+        #: completed bytes per job of the transfers that went through the fluid model (what the flow
+        #: simulator counts as sent: same-GPU and empty transfers left out)
+        self.fabric_bytes: dict[int, float] = defaultdict(float)
         self.transfers_done = 0
         self.late_steps = 0  #: steps whose ``at`` was behind the clock (a participant bug; should stay 0)
         self.rounds = 0  #: batches handled (a measure of the clock's work)
@@ -327,7 +332,7 @@ class VirtualClock:
                 s = f.send
                 x = Transfer(next(self._tids), s.job_id, s.coflow, s.src_gpu, s.dst_gpu,
                              self.cluster.server_of(s.src_gpu), self.cluster.server_of(s.dst_gpu),
-                             float(s.nbytes), self.now)
+                             float(s.nbytes), self.now, coflow_bytes=float(s.coflow_bytes))
                 f.transfer = x
                 self._by_tid[x.tid] = f
                 self._coflow_start(x)
@@ -352,6 +357,8 @@ class VirtualClock:
                 continue
             f.span = (x.start_s, x.finish_s)
             self.bytes_sent[x.job_id] += x.nbytes
+            if x.conn:  # it moved through the fluid model (not a same-GPU or empty transfer)
+                self.fabric_bytes[x.job_id] += x.nbytes
             self.transfers_done += 1
             self._coflow_end(x)
             key = f.send.key
@@ -402,7 +409,7 @@ class VirtualClock:
         if cf is None:
             cf = self._coflows[x.coflow_id] = {"job_id": x.job_id, "active": 0, "bytes": 0.0}
             if self.on_coflow is not None:
-                self.on_coflow("started", self.now, x.job_id, x.coflow_id, 0.0)
+                self.on_coflow("started", self.now, x.job_id, x.coflow_id, x.coflow_bytes)
         cf["active"] += 1
 
     def _coflow_end(self, x: Transfer, failed: bool = False) -> None:
@@ -419,5 +426,9 @@ class VirtualClock:
 
 
 def _order(pid: Hashable) -> tuple:
-    """A total, deterministic order over participant ids of mixed types."""
-    return (type(pid).__name__, repr(pid))
+    """A total, deterministic order over participant ids of mixed types. A run's participants
+    ``(run id, "w", rank)`` and ``(run id, "ps", index)`` go by run, then its workers by rank, then
+    its parameter servers by index (the flow simulator's order, :mod:`raytestbed.sim.pipeline_workers`)."""
+    if isinstance(pid, tuple) and len(pid) == 3 and pid[1] in ("w", "ps") and isinstance(pid[2], int):
+        return ("", repr(pid[0]), 0 if pid[1] == "w" else 1, pid[2])
+    return (type(pid).__name__, repr(pid), 0, 0)

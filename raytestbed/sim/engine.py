@@ -58,7 +58,10 @@ from raytestbed.core.events import (
     IterationMeasured,
 )
 
-_EPS_TIME = 1e-12
+#: flow mode, how jobs run: ``workers`` (pipelines of two or more stages and PS jobs worker by worker,
+#: ring all-reduce jobs as coflows), ``transfers`` (ring all-reduce jobs worker by worker too: every
+#: transfer as the emulator makes it), ``coflows`` (every job as compute + job-wide coflows)
+SCHEDULES = ("workers", "transfers", "coflows")
 
 
 #: the simulator's result is the event core's (one type for both backends)
@@ -96,9 +99,9 @@ class Simulator(EventCore):
         mode: ``analytic`` or ``flow``.
         model: iteration-time model for analytic mode (default A-SRPT eq. 7).
         iterations_per_coflow: q, iterations lumped per cycle in flow mode.
-        schedule: flow mode, pipelines of two or more stages and PS jobs: ``workers`` (worker by
-            worker, :mod:`raytestbed.sim.pipeline_workers`) or ``coflows`` (job-wide coflows,
-            :mod:`raytestbed.network.traffic`).
+        schedule: flow mode: ``workers`` (pipelines of two or more stages and PS jobs worker by
+            worker, :mod:`raytestbed.sim.pipeline_workers`), ``transfers`` (ring all-reduce jobs
+            too) or ``coflows`` (job-wide coflows, :mod:`raytestbed.network.traffic`).
         faults: faults to inject.
         on_event: callback receiving every event (for the event log).
         on_decisions: callback (event, policy name, wall seconds, decisions) for
@@ -133,8 +136,8 @@ class Simulator(EventCore):
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
-        if schedule not in ("workers", "coflows"):
-            raise ValueError(f"unknown flow schedule {schedule!r} (known: workers, coflows)")
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown flow schedule {schedule!r} (known: {', '.join(SCHEDULES)})")
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
         speeds = speeds or GpuSpeeds(cluster)
@@ -170,7 +173,12 @@ class Simulator(EventCore):
     def run(self) -> SimResult:
         """Simulate until every job has finished or nothing more can happen."""
         heap = self._heap
-        while heap and self.unfinished > 0:
+        while True:
+            if self.settling and (not heap or heap[0][0] > self.state.now + self.SETTLE_S):
+                self.deliver_settled()  # this instant has settled (its decisions may add work: look again)
+                continue
+            if not (heap and self.unfinished > 0):
+                break
             if self.until_s is not None and heap[0][0] > self.until_s:
                 self._advance(self.until_s)
                 break
@@ -292,7 +300,7 @@ class Simulator(EventCore):
         else:
             self._net.start_job(job.job_id)
             run.cycle_start_s = now
-            if self.schedule == "workers" and uses_workers(job):
+            if self.schedule != "coflows" and uses_workers(job, rings=self.schedule == "transfers"):
                 run.workers = self._worker_run(job, placement, run)
                 self._worker_jobs.add(job.job_id)
                 run.workers.begin()
@@ -404,7 +412,7 @@ class Simulator(EventCore):
         intra = float((nbytes[same] * q / self.cluster.intra_bps).max()) if same.any() else 0.0
         self._add_lower_bound(jid, max(intra, q * o3_cct_arrays(src, dst, nbytes, self._egress, self._ingress)))
         total = self._net.add_coflow(jid, cf_id, src, dst, nbytes * q, self.state.now)
-        self.emit(CoflowStarted(self.state.now, jid, cf_id, total))
+        self.emit_settled(CoflowStarted(self.state.now, jid, cf_id, total))
 
     def _end_cycle(self, jid: int) -> None:
         run = self._runs[jid]
@@ -459,10 +467,10 @@ class Simulator(EventCore):
 
         def coflow_event(kind: str, cf_id: tuple, nbytes: float) -> None:
             if kind == "started":
-                self.emit(CoflowStarted(self.state.now, jid, cf_id, nbytes))
+                self.emit_settled(CoflowStarted(self.state.now, jid, cf_id, nbytes))
             else:
                 self.state.running[jid].coflows_done += 1
-                self.emit(CoflowFinished(self.state.now, jid, cf_id, nbytes))
+                self.emit_settled(CoflowFinished(self.state.now, jid, cf_id, nbytes))
 
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
         return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
@@ -499,7 +507,7 @@ class Simulator(EventCore):
                 continue
             cf_id, _, _, total = net.end_coflow(r)
             running[jid].coflows_done += 1
-            self.emit(CoflowFinished(self.state.now, jid, cf_id, total))
+            self.emit_settled(CoflowFinished(self.state.now, jid, cf_id, total))
             self._start_coflow(jid, run.coflow_idx + 1)
         self._reallocate()
 
@@ -517,7 +525,7 @@ class Simulator(EventCore):
         net.reallocate()
         t_next = net.next_completion()
         if math.isfinite(t_next):
-            when = self.state.now + max(t_next, _EPS_TIME)
+            when = self.state.now + t_next  # (exactly as the emulator's fluid model steps, no minimum step)
             if when <= self.state.now:
                 # the completion is closer than the clock can tell apart at this time (a flow of a few
                 # bytes left on a fast link, late in a long run): the next representable instant, in which

@@ -76,6 +76,9 @@ class FlowNet:
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
         self.sent = np.zeros(len(order))  #: bytes each job (by rank) sent in its current run
         self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose ``sent`` changed since the last sync
+        #: bytes of each job's (by rank) flows that ended in its current run, their sizes summed in the order
+        #: they ended (with the bytes its flows in flight moved: what it sent, counted as the emulator counts)
+        self.done = np.zeros(len(order))
         self._next_uid = 0
         self.version = 0  #: changes whenever rows are added or removed
         self._moved = 0  #: changes whenever bytes move
@@ -301,6 +304,7 @@ class FlowNet:
         """Job ``jid`` starts a run: its bytes sent count from 0."""
         r = self.rank_of[jid]
         self.sent[r] = 0.0
+        self.done[r] = 0.0
         self.sent_dirty[r] = False
 
     def drop_job(self, jid: int) -> None:
@@ -348,7 +352,15 @@ class FlowNet:
         if ranks.size == 0:
             return []
         self.sent_dirty[ranks] = False
-        return list(zip(ranks.tolist(), self.sent[ranks].tolist()))
+        # bytes of the ended flows (their sizes) plus what the flows in flight moved (size - bytes left), not the
+        # running sum of rate x dt, whose rounding depends on how time was cut into steps: two jobs that sent
+        # the same bytes then tie exactly, as on the emulator (emu/flowview.py), and a policy breaks the tie alike
+        moving = np.where(self.alive, self.total - self.rem, 0.0)
+        first, counts, rk = self.blocks()
+        out = self.done.copy()
+        if first.size:
+            out[rk] += np.add.reduceat(moving, first)
+        return list(zip(ranks.tolist(), out[ranks].tolist()))
 
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
@@ -371,6 +383,8 @@ class FlowNet:
         if rows.size == 0:
             return []
         ranks = self.rank[rows]
+        for r, b in zip(ranks.tolist(), self.total[rows].tolist()):
+            self.done[r] += b
         cut = np.flatnonzero(np.concatenate(([True], ranks[1:] != ranks[:-1])))
         hit = ranks[cut]
         ndone = np.diff(np.append(cut, rows.size))

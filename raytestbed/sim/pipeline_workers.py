@@ -50,17 +50,21 @@ from dataclasses import dataclass, field
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, one_f_one_b, plan_job, ring_chunks,
-                                          rotated, split_sizes)
+from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, plan_job,
+                                          ring_chunks, rotated, split_sizes)
 from raytestbed.emu.monitor import RunMonitor
 
 
-def uses_workers(job: Job) -> bool:
+def uses_workers(job: Job, rings: bool = False) -> bool:
     """Whether flow timing (``timing.schedule: workers``) runs ``job`` worker by worker: a pipeline of
     two or more stages or a PS job (ring-all-reduce jobs, one-stage pipelines and jobs with explicit
     coflows or random PS flow sizes are coflow sequences, :mod:`raytestbed.network.traffic`).
+    ``rings`` (``timing.schedule: transfers``): a ring-all-reduce job or one-stage pipeline of two or
+    more replicas too, its all-reduce as the emulator runs it (2(k-1) steps of one chunk per replica).
     ValueError for such a job with an explicit compute time (its profiles time it)."""
-    if not ((job.num_stages >= 2 and job.comm is CommPattern.PIPELINE) or job.comm is CommPattern.PS):
+    ring = rings and job.num_stages == 1 and job.stages[0].replicas >= 2 and job.comm in (CommPattern.RAR,
+                                                                                         CommPattern.PIPELINE)
+    if not ((job.num_stages >= 2 and job.comm is CommPattern.PIPELINE) or job.comm is CommPattern.PS or ring):
         return False
     if job.traffic is not None and (job.traffic.coflows or job.traffic.max_flow_bytes is not None):
         return False
@@ -84,6 +88,7 @@ class Transfer:
     nbytes: float
     conn: tuple  #: connection key
     coflow: tuple | None = None  #: the all-reduce coflow it belongs to (None: an activation or gradient slice)
+    coflow_bytes: float = 0.0  #: bytes of that whole coflow (every transfer of it), bytes
     start_s: float = math.nan
     uid: int = -1  #: the flow's key in the network
     share: float = 1.0  #: its part of its connection's rate
@@ -227,7 +232,7 @@ class WorkerRun:
         transfer to the same GPU or of no bytes arrives at once, after every step of the round has
         started its transfers, and whoever that wakes runs in the next round."""
         queue = [w for w in workers if not admit or self._admit(w)]
-        while queue:
+        while queue or self._instant:  # (an admitted step that still waits may have sent an instant transfer)
             while queue:
                 w = queue.pop(0)
                 spans = None
@@ -264,7 +269,7 @@ class WorkerRun:
             if x.coflow is not None:
                 cf = self._coflows.setdefault(x.coflow, [0, 0.0])
                 if cf[0] == 0 and self._coflow_event is not None:
-                    self._coflow_event("started", x.coflow, 0.0)
+                    self._coflow_event("started", x.coflow, x.coflow_bytes)
                 cf[0] += 1
             (self._instant if x.src_gpu == x.dst_gpu or x.nbytes <= 0 else flows).append(x)
         if flows:
@@ -295,10 +300,12 @@ class WorkerRun:
                 self._set_shares([x.uid for x in change], share)
 
     # ------------------------------------------------------------------ the schedule
-    def _transfer(self, w: _Worker, dst_gpu: int, key: tuple, nbytes: float, coflow) -> Transfer:
+    def _transfer(self, w: _Worker, dst_gpu: int, key: tuple, nbytes: float, coflow, coflow_bytes: float = 0.0
+                  ) -> Transfer:
         dst = self.cluster.server_of(dst_gpu)
         conn = ("intra", coflow, w.gpu, dst_gpu) if dst == w.server else ("inter", coflow, w.server, dst)
-        return Transfer(key, w.idx, w.gpu, dst_gpu, w.server, dst, float(nbytes) * self.scale, conn, coflow)
+        return Transfer(key, w.idx, w.gpu, dst_gpu, w.server, dst, float(nbytes) * self.scale, conn, coflow,
+                        float(coflow_bytes) * self.scale)
 
     def _step(self, w: _Worker, sends=(), recvs=()):
         w.stepped = True
@@ -354,16 +361,18 @@ class WorkerRun:
             n = len(sp.ps_gpus)
             sizes = split_sizes(int(sp.profile.param_bytes), n)
             it = self.start_iteration + j
+            total = coflow_bytes("push", sp, sum(sizes))
             yield from self._step(w, sends=[self._transfer(w, sp.ps_gpus[q], (("ps", q), "push", j, sp.rank), sizes[q],
-                                                           (sp.job_id, it, "push")) for q in range(n)])
+                                                           (sp.job_id, it, "push"), total) for q in range(n)])
             yield from self._step(w, recvs=[(sp.gpu, "pull", j, q) for q in range(n)])
         elif k > 1:  # ring all-reduce: reduce-scatter then all-gather, 2(k-1) steps
             sizes = split_sizes(int(sp.profile.param_bytes), k)
             nxt, prv = sp.ring[(pos + 1) % k], (pos - 1) % k
+            total = coflow_bytes("ar", sp, sum(sizes))
             for s in range(2 * (k - 1)):
                 send_i = ring_chunks(pos, k, s)[0]
                 cf = (sp.job_id, self.start_iteration + j, f"ar{sp.stage}")
-                out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf)
+                out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf, total)
                 yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])
         w.acc[j][1] += w.t - t0
 
@@ -374,7 +383,8 @@ class WorkerRun:
         for j in range(self.iterations):
             yield from self._step(p, recvs=[(("ps", sp.index), "push", j, r) for r in range(len(sp.worker_gpus))])
             cf = (sp.job_id, self.start_iteration + j, "pull")
-            yield from self._step(p, sends=[self._transfer(p, g, (g, "pull", j, sp.index), sp.shard_bytes, cf)
+            total = coflow_bytes("pull", sp, sp.num_ps * sp.shard_bytes)
+            yield from self._step(p, sends=[self._transfer(p, g, (g, "pull", j, sp.index), sp.shard_bytes, cf, total)
                                             for g in sp.worker_gpus])
 
     def _report(self, w: _Worker, j: int) -> None:

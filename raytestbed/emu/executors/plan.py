@@ -124,6 +124,7 @@ class PsSpec:
     mode: str
     start_iteration: int = 0
     replay_payload_bytes: int | None = None
+    num_ps: int = 1  #: parameter servers of the job (this one included)
 
 
 @dataclass(frozen=True)
@@ -275,7 +276,8 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
         for i, m in enumerate(placement.ps_servers):
             ep = ps_endpoint(cluster, m, used)
             used.add(ep)
-            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(h / job.num_ps)), mode, start_iteration))
+            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(h / job.num_ps)), mode, start_iteration,
+                             num_ps=len(placement.ps_servers)))
         workers = [_with_ps(w, tuple(p.gpu for p in ps)) for w in workers]
     return JobPlan(job.job_id, job.comm.value, mode, tuple(workers), tuple(ps), tuple(boundaries), tuple(notes))
 
@@ -284,6 +286,20 @@ def _with_ps(w: WorkerSpec, ps_gpus: tuple[int, ...]) -> WorkerSpec:
     from dataclasses import replace
 
     return replace(w, ps_gpus=ps_gpus)
+
+
+def coflow_bytes(kind: str, spec: "WorkerSpec | PsSpec", gradient_bytes: float) -> float:
+    """Bytes of one whole coflow of an iteration, every transfer of it (what ``CoflowStarted`` carries):
+    ``push`` (every worker sends its ``gradient_bytes``, split over the PSs), ``pull`` (every PS sends
+    its sum to every worker: ``gradient_bytes`` = the PSs' shards together), ``ar`` (a stage's ring
+    all-reduce: 2(k-1) steps, each moving all k chunks of ``gradient_bytes`` once)."""
+    if kind == "push":
+        return float(spec.replicas[spec.stage] * gradient_bytes)
+    if kind == "pull":
+        return float(len(spec.worker_gpus) * gradient_bytes)
+    if kind == "ar":
+        return float(2 * (len(spec.ring) - 1) * gradient_bytes)
+    raise ValueError(f"unknown coflow kind {kind!r} (known: push, pull, ar)")
 
 
 def split_sizes(total: int, parts: int) -> list[int]:

@@ -46,8 +46,8 @@ from collections import defaultdict
 
 import numpy as np
 
-from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, one_f_one_b, ring_chunks, rotated,
-                                          split_sizes)
+from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, ring_chunks,
+                                          rotated, split_sizes)
 from raytestbed.emu.vclock import Send, Wake
 
 
@@ -329,13 +329,14 @@ class StageWorker(_Participant):
         else:
             sizes = split_sizes(int(sp.profile.param_bytes), k)
             chunks = [self._buffer(n) for n in sizes]
-        coflow = f"job{sp.job_id}:it{sp.start_iteration + j}:ar{sp.stage}"
+        coflow = (sp.job_id, sp.start_iteration + j, f"ar{sp.stage}")
+        total = coflow_bytes("ar", sp, sum(sizes))
         for step in range(2 * (k - 1)):
             send_i, recv_i = ring_chunks(pos, k, step)
             out_key = self._key(nxt, "ar", (j, step), pos)
             in_key = self._key(sp.gpu, "ar", (j, step), prv_pos)
             remote_call(self.peers[nxt], "deliver", out_key, chunks[send_i], None)
-            await self._step(sends=[Send(out_key, sp.job_id, sp.gpu, nxt, sizes[send_i], coflow)],
+            await self._step(sends=[Send(out_key, sp.job_id, sp.gpu, nxt, sizes[send_i], coflow, total)],
                              recvs=[in_key])
             data, _ = await self._data(in_key)
             if flat is not None:
@@ -357,10 +358,11 @@ class StageWorker(_Participant):
             sizes = split_sizes(int(sp.profile.param_bytes), n)
             shards = [self._buffer(m) for m in sizes]
         sends = []
+        total = coflow_bytes("push", sp, sum(sizes))
         for p in range(n):
             key = self._key(("ps", p), "push", j, sp.rank)
-            remote_call(self.ps[p], "deliver", key, shards[p], None)
-            sends.append(Send(key, sp.job_id, sp.gpu, sp.ps_gpus[p], sizes[p], f"job{sp.job_id}:it{it}:push"))
+            remote_call(self.ps[p], "deliver", key, shards[p], {"gradient_bytes": sum(sizes)})
+            sends.append(Send(key, sp.job_id, sp.gpu, sp.ps_gpus[p], sizes[p], (sp.job_id, it, "push"), total))
         await self._step(sends=sends)
         keys = [self._key(sp.gpu, "pull", j, p) for p in range(n)]
         await self._step(recvs=keys)
@@ -394,18 +396,21 @@ class ParamServer(_Participant):
             while j < self.limit:
                 keys = [(self.run_id, ("ps", sp.index), "push", j, r) for r in ranks]
                 await self._step(recvs=keys)
-                shards = [(await self._data(k))[0] for k in keys]
+                got = [await self._data(k) for k in keys]
+                shards = [d for d, _ in got]
                 if sp.mode == "real":
                     out = np.sum(np.stack(shards), axis=0)
                     nbytes = out.nbytes
+                    total = coflow_bytes("pull", sp, (got[0][1] or {}).get("gradient_bytes", 0))
                 else:
                     out, nbytes = self._buffer(sp.shard_bytes), sp.shard_bytes
+                    total = coflow_bytes("pull", sp, sp.num_ps * sp.shard_bytes)
                 sends = []
                 for g in sp.worker_gpus:
                     key = (self.run_id, g, "pull", j, sp.index)
                     remote_call(self.workers[g], "deliver", key, out, None)
-                    sends.append(Send(key, sp.job_id, sp.gpu, g, nbytes,
-                                      f"job{sp.job_id}:it{sp.start_iteration + j}:pull"))
+                    sends.append(Send(key, sp.job_id, sp.gpu, g, nbytes, (sp.job_id, sp.start_iteration + j, "pull"),
+                                      total))
                 await self._step(sends=sends)
                 j += 1
             await self._leave()
