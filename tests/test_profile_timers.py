@@ -95,3 +95,46 @@ def test_profile_file_without_measurement_still_loads(tmp_path):
     prof = ModelProfile.load("workloads/profiles/vgg16.json")
     assert prof.measurement is None
     assert '"measurement"' not in prof.to_json()
+
+
+def _spec(device: str):
+    from raytestbed.core.job import StageProfile
+    from raytestbed.emu.executors.plan import WorkerSpec
+
+    return WorkerSpec(job_id=0, stage=0, replica=0, gpu=0, rank=0, num_stages=1, replicas=(1,), comm="rar",
+                      mode="real", model="mlp-tiny", seed=0, lr=0.05, layers=(0, -1), global_batch=0,
+                      profile=StageProfile(1e-3, 2e-3, 0.0, 0.0), prev_gpus=(), next_gpus=(), act_in_bytes=0,
+                      act_out_bytes=0, ring=(0,), ring_pos=0, device=device)
+
+
+def test_real_stage_on_cuda_without_gpu_runs_on_cpu_and_says_so(monkeypatch):
+    import numpy as np
+
+    from raytestbed.emu.executors.compute import RealStage
+
+    monkeypatch.setattr("raytestbed.profile.timers.cuda_available", lambda: False)
+    st = RealStage(_spec("cuda"))
+    assert st.device == "cpu" and isinstance(st.timer, ThreadCpuTimer) and "no CUDA device" in st.device_note
+    (out, loss), dt = st.timer.time(st.forward, 0, None, st.first_shard())
+    assert out is None and loss > 0 and dt > 0
+    assert st.backward(0, None) is None and st.flat_grad(0).dtype == np.float32
+
+
+def test_real_stage_times_passes_with_the_chosen_timer(monkeypatch):
+    from raytestbed.emu.executors.compute import RealStage
+
+    st = RealStage(_spec("cpu"))
+    st.timer = CudaEventTimer(event=FakeEvent)  # what a GPU worker would use: CUDA event seconds
+    (_, loss), dt = st.timer.time(st.forward, 0, None, st.first_shard())
+    assert dt == pytest.approx(0.0125) and loss > 0
+
+
+def test_trial_compute_device_setting():
+    from pydantic import ValidationError
+
+    from raytestbed.config import EmuConfig
+
+    assert EmuConfig().compute_device == "cpu"
+    assert EmuConfig(compute_device="cuda").compute_device == "cuda"
+    with pytest.raises(ValidationError, match="compute_device"):
+        EmuConfig(compute_device="gpu")
