@@ -245,7 +245,10 @@ def _cmd_profile(args) -> int:
             bounds = [int(x) for x in args.stages.split(",")]
         except ValueError:
             raise RaytestbedError(f"--stages {args.stages!r}: give start layer indices, e.g. 0,3,6") from None
-    prof = profile_model(model, args.batch_size, args.warmup, args.repeats, args.threads)
+    if args.threads < 1:
+        raise RaytestbedError("--threads must be >= 1")
+    print(f"profiling {args.model} on {args.device}: {args.warmup} warm-up + {args.repeats} measured runs", flush=True)
+    prof = profile_model(model, args.batch_size, args.warmup, args.repeats, args.threads, device=args.device)
     if bounds is not None:
         stages = prof.stage_profiles(bounds)
     else:
@@ -258,6 +261,13 @@ def _cmd_profile(args) -> int:
                      "in_bytes": stages[i - 1].out_bytes if i else 0, "out_bytes": st.out_bytes,
                      "param_bytes": st.param_bytes})
     print(_table(rows, ["stage", "layers", "fwd_ms", "bwd_ms", "in_bytes", "out_bytes", "param_bytes"]))
+    m = prof.measurement
+    load = max((x for x in m["load_per_core"] if x is not None), default=None)
+    print(f"device: {prof.device}, torch {m['torch']}, {m['method']}; iteration "
+          f"{prof.total_compute_s * 1e3:.2f} ms, spread {m['spread']:.1%} (IQR/median of {m['repeats']})"
+          + (f", host load {load:.2f} per core" if load is not None else ""))
+    for w in m["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
     if args.out:
         prof.save(args.out)
         print(f"profile: {args.out}")
@@ -397,8 +407,11 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--out", help="profile JSON to write (format: raytestbed/core/profile.py)")
     pf.add_argument("--stages", help="print per-stage totals for these start layers, e.g. 0,2,4")
     pf.add_argument("--batch-size", type=int, help="mini-batch size (default: the preset's)")
-    pf.add_argument("--repeats", type=int, default=5, help="measured runs (median)")
-    pf.add_argument("--warmup", type=int, default=2, help="unmeasured warm-up runs")
+    pf.add_argument("--repeats", type=int, default=21, help="measured runs (median)")
+    pf.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up runs")
+    pf.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu",
+                    help="cpu: thread CPU time; cuda: CUDA event time (measured on the CPU, with a warning, when "
+                    "torch sees no CUDA device); auto: cuda if torch sees one")
     pf.add_argument("--threads", type=int, default=1, help="torch threads (1 = one emulated GPU per core)")
     pf.add_argument("--seed", type=int, default=0)
     pf.set_defaults(fn=_cmd_profile)
@@ -406,10 +419,10 @@ def build_parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its "
                         "speed; sweep: a sweep in one process vs on a 2-node Ray cluster; placement, sim, sim-fb, "
                         "gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, soak-emu, crosscheck-coflowsim, "
-                        "asrpt-testbed, wcs-orders: raytestbed/experiments/benches/)")
+                        "asrpt-testbed, wcs-orders, profile-load: raytestbed/experiments/benches/)")
     bn.add_argument("name", choices=["emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow",
                                      "fidelity", "emu-scale", "soak-emu", "crosscheck-coflowsim", "asrpt-testbed",
-                                     "wcs-orders"],
+                                     "wcs-orders", "profile-load"],
                     help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)

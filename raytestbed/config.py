@@ -186,6 +186,9 @@ class EmuConfig(_Strict):
     compute_factor: PositiveFloat | None = Field(
         None, description="real compute: emulated GPU seconds per CPU second for every stage; default: each "
         "pass charged its stage's profiled time x recent / typical CPU time (docs/emulator.md, 'Real compute')")
+    compute_device: Literal["cpu", "cuda", "auto"] = Field(
+        "cpu", description="real compute: cpu (passes timed as thread CPU time), cuda (CUDA event time on the "
+        "GPU torch sees in each worker; the CPU, with a warning, where it sees none), auto (cuda if seen)")
     fast_forward: FastForwardConfig | bool = Field(
         default_factory=FastForwardConfig, description="skip steady iterations (true/false or the settings)")
     pace: PositiveFloat | None = Field(

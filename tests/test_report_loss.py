@@ -1,18 +1,29 @@
-"""The report's training-loss section (real compute): one line per job, gaps where iterations were skipped."""
-
-import json
+"""The report's training-loss section (real compute): one distinguishable line per job, fast-forwarded
+stretches marked, and a per-job table of first and last loss."""
 
 import pandas as pd
 
-from raytestbed.results.report import _loss_plot
+from raytestbed.results.report import _job_style, _loss_plot, loss_table
 
 
-def test_loss_section_counts_jobs_whose_loss_fell(tmp_path):
-    rows = [{"job_id": 0, "iteration": i, "loss": 2.0 - 0.1 * i} for i in (0, 1, 2, 50, 51)]
-    rows += [{"job_id": 1, "iteration": i, "loss": 1.0 + 0.01 * i} for i in range(4)]
+def test_loss_section_counts_only_clear_falls_and_tables_every_job(tmp_path):
+    rows = [{"job_id": 0, "iteration": i, "loss": 2.0 * 0.9 ** (i / 10)} for i in (0, 1, 2, 50, 51)]  # -42 %
+    rows += [{"job_id": 1, "iteration": i, "loss": 1.0 + 0.01 * i} for i in range(4)]  # rises
+    rows += [{"job_id": 2, "iteration": i, "loss": 2.30 - 0.02 * i} for i in range(6)]  # -4 %: not clear
     pd.DataFrame(rows).to_csv(tmp_path / "iterations.csv", index=False)
     text = _loss_plot(tmp_path)
-    assert "in 1 of 2 jobs" in text and (tmp_path / "loss.png").is_file()
+    assert "in 1 of 3 jobs" in text and (tmp_path / "loss.png").is_file()
+    assert "fast-forwarded (not trained)" not in text  # legend lives in the PNG; the text names the dotting
+    assert "| job | first_iteration | first_loss | last_iteration | last_loss |" in text
+    tab = loss_table(pd.DataFrame(rows))
+    assert list(tab["fell"]) == [True, False, False]
+    assert tab.loc[0, "fast_forwarded"] == 47 and tab.loc[0, "trained"] == 5
+    assert tab.loc[2, "first_loss"] == 2.30 and abs(tab.loc[2, "last_loss"] - 2.20) < 1e-12
+
+
+def test_job_styles_are_distinct_beyond_twenty_jobs():
+    styles = {(tuple(_job_style(k)["color"]), _job_style(k)["linestyle"]) for k in range(80)}
+    assert len(styles) == 80
 
 
 def test_no_loss_no_section(tmp_path):
@@ -20,4 +31,3 @@ def test_no_loss_no_section(tmp_path):
                                                                             index=False)
     assert _loss_plot(tmp_path) == "" and not (tmp_path / "loss.png").exists()
     assert _loss_plot(tmp_path / "missing") == ""
-    json.dumps({})

@@ -17,6 +17,7 @@ File format (JSON, ``format_version`` 1, keys in this order)::
       "batch_size": 128,
       "source": "pipedream graph.txt (...)",
       "device": "unknown GPU",
+      "measurement": {...},            (optional: how the profiler measured)
       "layers": [
         {"name": "...", "fwd_s": 0.0022, "bwd_s": 0.0028, "out_bytes": 2.0e8, "param_bytes": 0.0},
         ...
@@ -56,6 +57,7 @@ FORMAT_VERSION = 1  #: version written to and required in every profile file
 
 _LAYER_KEYS = ("name", "fwd_s", "bwd_s", "out_bytes", "param_bytes")
 _TOP_KEYS = ("format_version", "model", "batch_size", "source", "device", "layers")
+_OPTIONAL_TOP_KEYS = ("measurement",)  #: may be present; written after ``device`` when set
 _NUM_FIELDS = ("fwd_s", "bwd_s", "out_bytes", "param_bytes")
 
 
@@ -63,12 +65,13 @@ def _is_number(v: object) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 
-def _check_fields(d: Mapping, keys: tuple[str, ...], where: str) -> None:
-    """ConfigError ``where: missing field 'k'`` / ``where: unknown field(s) ...`` unless ``d`` has exactly ``keys``."""
+def _check_fields(d: Mapping, keys: tuple[str, ...], where: str, optional: tuple[str, ...] = ()) -> None:
+    """ConfigError ``where: missing field 'k'`` / ``where: unknown field(s) ...`` unless ``d`` has exactly
+    ``keys`` (and any of ``optional``)."""
     for k in keys:
         if k not in d:
             raise ConfigError(f"{where}: missing field {k!r}")
-    extra = sorted(set(d) - set(keys))
+    extra = sorted(set(d) - set(keys) - set(optional))
     if extra:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(map(repr, extra))}")
 
@@ -125,6 +128,11 @@ class ModelProfile:
         source: where the numbers came from and how anything was inferred.
         device: what they were measured on, e.g. ``"unknown GPU"``.
         layers: the layers in execution order (at least one).
+        measurement: how the times were measured, when the project's profiler made them (optional
+            JSON object): method, device, torch version, threads, warm-up and repeats, the spread
+            (interquartile range / median) of the iteration and of every layer's forward and
+            backward, the host's load per core before and after, ``noisy`` and ``warnings``
+            (:mod:`raytestbed.profile.profiler`).
     """
 
     model: str
@@ -132,6 +140,7 @@ class ModelProfile:
     source: str
     device: str
     layers: tuple[LayerProfile, ...]
+    measurement: Mapping[str, Any] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "layers", tuple(self.layers))
@@ -143,6 +152,8 @@ class ModelProfile:
         for f in ("source", "device"):
             if not isinstance(getattr(self, f), str):
                 raise ConfigError(f"{p}: {f} must be a string, got {getattr(self, f)!r}")
+        if self.measurement is not None and not isinstance(self.measurement, Mapping):
+            raise ConfigError(f"{p}: measurement must be a JSON object, got {type(self.measurement).__name__}")
         if not self.layers:
             raise ConfigError(f"{p}: layers must not be empty")
         for i, layer in enumerate(self.layers):
@@ -262,6 +273,7 @@ class ModelProfile:
             "batch_size": self.batch_size,
             "source": self.source,
             "device": self.device,
+            **({"measurement": dict(self.measurement)} if self.measurement is not None else {}),
             "layers": [lay.to_dict() for lay in self.layers],
         }
 
@@ -280,7 +292,7 @@ class ModelProfile:
         w = where or "profile"
         if not isinstance(d, Mapping):
             raise ConfigError(f"{w}: profile must be a JSON object, got {type(d).__name__}")
-        _check_fields(d, _TOP_KEYS, w)
+        _check_fields(d, _TOP_KEYS, w, optional=_OPTIONAL_TOP_KEYS)
         if d["format_version"] != FORMAT_VERSION or isinstance(d["format_version"], bool):
             raise ConfigError(
                 f"{w}: format_version must be {FORMAT_VERSION}, got {d['format_version']!r}"
@@ -294,6 +306,9 @@ class ModelProfile:
         for k in ("source", "device"):
             if not isinstance(d[k], str):
                 raise ConfigError(f"{w}: {k} must be a string, got {d[k]!r}")
+        measurement = d.get("measurement")
+        if measurement is not None and not isinstance(measurement, Mapping):
+            raise ConfigError(f"{w}: measurement must be a JSON object, got {type(measurement).__name__}")
         raw_layers = d["layers"]
         if not isinstance(raw_layers, list) or not raw_layers:
             raise ConfigError(f"{w}: layers must be a non-empty list")
@@ -312,13 +327,15 @@ class ModelProfile:
             raise ConfigError(
                 f"{w}: layers[{last}].out_bytes must be 0 for the last layer, got {layers[last].out_bytes!r}"
             )
-        return cls(model=model, batch_size=bs, source=d["source"], device=d["device"], layers=tuple(layers))
+        return cls(model=model, batch_size=bs, source=d["source"], device=d["device"], layers=tuple(layers),
+                   measurement=measurement)
 
     def to_json(self) -> str:
         """The file text: stable key order, one layer per line, trailing newline."""
         d = self.to_dict()
         head = ",\n".join(
-            f"  {json.dumps(k)}: {json.dumps(d[k], ensure_ascii=False)}" for k in _TOP_KEYS if k != "layers"
+            f"  {json.dumps(k)}: {json.dumps(d[k], ensure_ascii=False)}"
+            for k in (*_TOP_KEYS, *_OPTIONAL_TOP_KEYS) if k != "layers" and k in d
         )
         rows = ",\n".join("    " + json.dumps(ld, ensure_ascii=False) for ld in d["layers"])
         return "{\n" + head + ',\n  "layers": [\n' + rows + "\n  ]\n}\n"

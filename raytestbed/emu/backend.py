@@ -84,12 +84,14 @@ class EmuBackend:
         faults: faults to inject (emulated seconds).
         compute: executor mode, ``replay`` or ``real``.
         compute_factor: real mode: emulated GPU seconds per CPU second (None: profiled time x recent / typical CPU time).
+        device: real mode: where stages compute and how a pass is timed (``cpu``, ``cuda``, ``auto``).
         poll_s: wall seconds between the driver's polls of the clock actor.
         on_event / on_decisions / progress: the simulator's callbacks (``raytestbed.trial``).
     """
 
     def __init__(self, emu, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
                  compute: str = "replay", compute_factor: float | None = None, poll_s: float = 1.0,
+                 device: str = "cpu",
                  on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
@@ -100,6 +102,7 @@ class EmuBackend:
         self.faults = list(faults)
         self.compute = compute
         self.compute_factor = compute_factor
+        self.device = device
         self.poll_s = poll_s
         self._on_event = on_event
         self._on_decisions = on_decisions
@@ -128,7 +131,8 @@ class EmuBackend:
         clock = self.emu.clock
         finished = 0
         t0 = time.perf_counter()
-        ray.get(clock.begin_trial.remote(self.jobs, self.policies, self.faults, self.compute, self.compute_factor))
+        ray.get(clock.begin_trial.remote(self.jobs, self.policies, self.faults, self.compute, self.compute_factor,
+                                          self.device))
         while True:
             batch = ray.get(clock.poll.remote(self.poll_s))
             for m in batch.kills:
@@ -193,6 +197,7 @@ class EmuBackend:
             "clock": "virtual",
             "compute": self.compute,
             "compute_factor": self.compute_factor if self.compute_factor is not None else "profile-scaled",
+            "compute_device": self.device,
             "nic_share": getattr(self.emu, "nic_share", "fair"),
             "servers": self.cluster.num_servers,
             "emulated_gpus": self.cluster.total_gpus,
@@ -254,6 +259,7 @@ def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_
         if cfg.compute == "real":
             emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
         backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, compute_factor=cfg.compute_factor,
+                             device=cfg.compute_device,
                              poll_s=cfg.progress_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
         if on_engine is not None:
             on_engine(backend)

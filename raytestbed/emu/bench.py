@@ -17,6 +17,7 @@ two runs that fast-forward at different moments differ by that window's noise as
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import multiprocessing as mp
 import tempfile
@@ -32,6 +33,21 @@ def _burn() -> None:  # pragma: no cover - runs in a child process until termina
     x = 0
     while True:
         x = (x * 1103515245 + 12345) % 2147483648
+
+
+@contextlib.contextmanager
+def busy_processes(n: int):
+    """``n`` CPU-bound processes (busy loops) while the block runs; killed when it ends."""
+    procs = [mp.Process(target=_burn, daemon=True) for _ in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        yield procs
+    finally:
+        for p in procs:
+            p.kill()
+        for p in procs:
+            p.join()
 
 
 def run_trial(trial: Path, policy: str, out: Path, compute: str | None) -> dict:
@@ -95,14 +111,8 @@ def main(argv: list[str] | None = None) -> int:
         args.trial = without_fast_forward(args.trial, base)
     t0 = time.perf_counter()
     sq = run_trial(args.trial, args.policy, quiet, args.compute)
-    procs = [mp.Process(target=_burn, daemon=True) for _ in range(args.load)]
-    for p in procs:
-        p.start()
-    try:
+    with busy_processes(args.load):
         sl = run_trial(args.trial, args.policy, loaded, args.compute)
-    finally:
-        for p in procs:
-            p.kill()
     diff = compare(quiet, loaded)
     eq, el = sq["emulation"], sl["emulation"]
     print(f"\nbench emu: {args.trial} policy {args.policy}, compute {eq['compute']}, "

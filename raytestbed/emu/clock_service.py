@@ -200,7 +200,7 @@ class ClockService:
 
     # ------------------------------------------------------------------ runs
     def new_run(self, job: Job, placement: Placement, iterations: int, start_iteration: int, mode: str,
-                compute_factor: float | None = None, profile=None) -> Run:
+                compute_factor: float | None = None, profile=None, device: str = "cpu") -> Run:
         """Plan a run and register its participants (runnable) now; :meth:`_launch_pending` starts them."""
         self._run_count += 1
         run_id = (job.job_id, self._run_count)
@@ -210,7 +210,8 @@ class ClockService:
 
         cf = None if compute_factor is None else float(compute_factor)
         cap = self.replay_payload_bytes
-        plan = replace(plan, workers=tuple(replace(w, compute_factor=cf, replay_payload_bytes=cap) for w in plan.workers),
+        plan = replace(plan, workers=tuple(replace(w, compute_factor=cf, replay_payload_bytes=cap, device=device)
+                                          for w in plan.workers),
                        ps=tuple(replace(p, replay_payload_bytes=cap) for p in plan.ps))
         pids = [(run_id, "w", w.rank) for w in plan.workers] + [(run_id, "ps", p.index) for p in plan.ps]
         mon = RunMonitor(job.job_id, len(plan.workers), iterations, start_iteration, self.clock.now)
@@ -302,10 +303,11 @@ class ClockService:
 
     # ------------------------------------------------------------------ manual use (tests, benchmarks)
     async def start_run(self, job: Job, placement: Placement, iterations: int, mode: str = "replay",
-                        start_iteration: int = 0, compute_factor: float | None = None, profile=None) -> tuple:
+                        start_iteration: int = 0, compute_factor: float | None = None, profile=None,
+                        device: str = "cpu") -> tuple:
         """Start a run now outside a trial; returns its id (see :meth:`wait_run`)."""
         self._ensure_loop()
-        run = self.new_run(job, placement, iterations, start_iteration, mode, compute_factor, profile)
+        run = self.new_run(job, placement, iterations, start_iteration, mode, compute_factor, profile, device)
         self._poke()
         return run.run_id
 
@@ -383,11 +385,12 @@ class ClockService:
 
     # ------------------------------------------------------------------ trial
     async def begin_trial(self, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
-                          mode: str = "replay", compute_factor: float | None = None) -> None:
+                          mode: str = "replay", compute_factor: float | None = None, device: str = "cpu") -> None:
         """Run ``jobs`` under ``policies`` from now on (the trial's t = 0 is the clock's now)."""
         if self.clock.now != 0.0 or self.runs:
             raise RuntimeError("a trial needs a fresh clock (one trial per emulated cluster)")
-        self.scheduler = EmuScheduler(self, jobs, policies, faults, mode=mode, compute_factor=compute_factor)
+        self.scheduler = EmuScheduler(self, jobs, policies, faults, mode=mode, compute_factor=compute_factor,
+                                      device=device)
         self._poll_ev = asyncio.Event()
         self.wall_start = time.perf_counter()  # pace: the trial's t = 0
         self._ensure_loop()
@@ -717,10 +720,11 @@ class EmuScheduler(EventCore):
 
     def __init__(self, service: ClockService, jobs: Sequence[Job], policies: Sequence[Policy],
                  faults: Sequence[Fault] = (), mode: str = "replay", compute_factor: float | None = None,
-                 window: int = 10) -> None:
+                 window: int = 10, device: str = "cpu") -> None:
         self.service = service
         self.mode = mode
         self.compute_factor = compute_factor
+        self.device = device
         self.window = window
         self.run_of: dict[int, tuple] = {}
         self.warnings: list[str] = []
@@ -828,7 +832,7 @@ class EmuScheduler(EventCore):
 
             profile = default_profiles().get(job.model)
         steps = math.ceil(self.steps_left(job.job_id) - 1e-9)
-        run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile)
+        run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile, self.device)
         self.run_of[job.job_id] = run.run_id
         self._estimates[job.job_id] = []
         self.flowview.run_started(job.job_id)

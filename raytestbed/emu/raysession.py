@@ -291,16 +291,20 @@ def full_priority_workers():
     processes ~15x slower in wall time; its emulated times are unaffected either way). Only nodes started inside the block are
     affected (a cluster started with ``ray start`` keeps its own setting).
     """
-    key = "RAY_worker_niceness"
-    old = os.environ.get(key)
-    os.environ[key] = "0"
+    # Also: workers see the host's GPUs as the driver does. Ray hides every GPU from a worker that
+    # requested none (CUDA_VISIBLE_DEVICES=""); the emulator's GPU hosts request none and, with
+    # ``emu.compute_device: cuda``, share the host's GPUs.
+    keys = {"RAY_worker_niceness": "0", "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES": "1"}
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ.update(keys)
     try:
         yield
     finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 

@@ -10,7 +10,8 @@ batch, a synthetic target and a loss. A pipeline stage is a contiguous layer ran
 :func:`build_model` builds one by name.
 """
 
-from raytestbed.models.base import Flatten, LayeredModel, synthetic_images
+from raytestbed.models.base import Flatten, LayeredModel, synthetic_images, synthetic_tokens
 from raytestbed.models.registry import PRESETS, Preset, build_model, model_preset
 
-__all__ = ["Flatten", "LayeredModel", "PRESETS", "Preset", "build_model", "model_preset", "synthetic_images"]
+__all__ = ["Flatten", "LayeredModel", "PRESETS", "Preset", "build_model", "model_preset", "synthetic_images",
+           "synthetic_tokens"]

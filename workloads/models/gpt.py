@@ -1,7 +1,8 @@
 """Truncated GPT (embedding, pre-LN transformer blocks, LM head; one layer each) and its presets.
 
 A model file of ``workloads/models/`` (docs/models.md): each ``@model_preset`` function builds a
-fresh :class:`~raytestbed.models.LayeredModel` from a seed (random weights, synthetic tokens).
+fresh :class:`~raytestbed.models.LayeredModel` from a seed (random weights; synthetic tokens that
+follow a fixed random permutation, so the next-token loss can fall).
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from raytestbed.models import LayeredModel, model_preset
+from raytestbed.models import LayeredModel, model_preset, synthetic_tokens
 
 
 class GptEmbedding(nn.Module):
@@ -67,14 +68,7 @@ def gpt(name: str, blocks: int, d: int, heads: int, seq: int, vocab: int, batch:
     layers = nn.ModuleList([GptEmbedding(vocab, seq, d), *(GptBlock(d, heads) for _ in range(blocks)),
                             GptHead(d, vocab)])
     names = ["embed"] + [f"block{i}" for i in range(blocks)] + ["head"]
-    gen = torch.Generator().manual_seed(seed + 1)
-    data = torch.randint(0, vocab, (max(batch, 1) * 4, seq + 1), generator=gen)
-
-    def make_input(b: int) -> torch.Tensor:
-        return data[:b, :-1]
-
-    def make_target(b: int) -> torch.Tensor:
-        return data[:b, 1:]
+    make_input, make_target = synthetic_tokens(seed, batch, seq, vocab)
 
     def loss(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), target.reshape(-1))

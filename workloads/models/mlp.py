@@ -1,6 +1,7 @@
 """An MLP (Linear+ReLU layers, a Linear classifier) and its preset, for tiny tests.
 
-A model file of ``workloads/models/`` (docs/models.md); synthetic inputs, random weights.
+A model file of ``workloads/models/`` (docs/models.md); random weights; class-conditional inputs
+(a fixed random prototype per class plus unit normal noise: a learnable task).
 """
 
 from __future__ import annotations
@@ -22,8 +23,9 @@ def mlp(name: str, widths: tuple[int, ...], batch: int, classes: int = 10, seed:
     layers.append(nn.Linear(widths[-1], classes))
     names.append("out")
     gen = torch.Generator().manual_seed(seed + 1)
-    xs = torch.randn(max(batch, 1) * 4, widths[0], generator=gen)
-    ys = torch.randint(0, classes, (xs.shape[0],), generator=gen)
+    protos = torch.randn(classes, widths[0], generator=gen)  # class-conditional: prototype + noise
+    ys = torch.randint(0, classes, (max(batch, 1) * 4,), generator=gen)
+    xs = protos[ys] + torch.randn(ys.shape[0], widths[0], generator=gen)
     return LayeredModel(name, nn.ModuleList(layers), names, lambda b: xs[:b], lambda b: ys[:b],
                         F.cross_entropy, batch)
 

@@ -1,6 +1,6 @@
 """A small ResNet (stem, stages of basic blocks, head; one layer each block) and its preset.
 
-A model file of ``workloads/models/`` (docs/models.md); synthetic images, random weights.
+A model file of ``workloads/models/`` (docs/models.md); class-conditional synthetic images, random weights.
 """
 
 from __future__ import annotations

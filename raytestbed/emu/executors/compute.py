@@ -72,27 +72,35 @@ class ComputeCharge:
 
 
 class RealStage:
-    """Layers ``spec.layers`` of ``spec.model`` with random (seeded) weights."""
+    """Layers ``spec.layers`` of ``spec.model`` with random (seeded) weights, on ``spec.device``.
+
+    ``timer`` times a pass as the profiler does (:mod:`raytestbed.profile.timers`): thread CPU time
+    on the CPU, CUDA event time on a GPU. Tensors cross to other workers as CPU numpy arrays; on a GPU
+    the copies to and from the device are inside the timed pass.
+    """
 
     def __init__(self, spec: WorkerSpec) -> None:
         from raytestbed.models import build_model
+        from raytestbed.profile.timers import make_timer
 
         torch.set_num_threads(1)
+        choice = make_timer(spec.device)
+        self.timer, self.device, self.device_note = choice.timer, choice.device, choice.note
         model = build_model(spec.model, seed=spec.seed)
         start, end = spec.layers
         end = model.num_layers if end < 0 else end
         self.spec = spec
         self.first = start == 0
         self.last = end == model.num_layers
-        self.module = model.stage(start, end)
+        self.module = model.stage(start, end).to(self.device)
         self.module.train()
         self.names = [n for n, p in self.module.named_parameters() if p.requires_grad]
         self.params = [p for p in self.module.parameters() if p.requires_grad]
         self.global_batch = spec.global_batch or model.batch_size * max(spec.replicas)
         self.loss_fn = model.loss
         self.stash_weights = spec.in_flight > 1
-        self._inputs = _rows(model.make_input, self.global_batch) if self.first else None
-        self._targets = _rows(model.make_target, self.global_batch) if self.last else None
+        self._inputs = _rows(model.make_input, self.global_batch).to(self.device) if self.first else None
+        self._targets = _rows(model.make_target, self.global_batch).to(self.device) if self.last else None
         self._saved: dict[int, tuple] = {}
         self._grads: dict[int, list[torch.Tensor | None]] = {}
 
@@ -112,9 +120,9 @@ class RealStage:
         scaled loss for :meth:`backward`; other stages return their output.
         """
         if self.first:
-            inp = self._inputs[torch.from_numpy(idx)]
+            inp = self._inputs[torch.from_numpy(idx).to(self.device)]
         else:
-            inp = torch.from_numpy(x).requires_grad_(True)
+            inp = torch.from_numpy(x).to(self.device).requires_grad_(True)
         if self.stash_weights:
             params = {n: p.detach().clone().requires_grad_(True) for n, p in zip(self.names, self.params)}
         else:
@@ -122,12 +130,12 @@ class RealStage:
         out = functional_call(self.module, params, (inp,))
         loss_val = None
         if self.last:
-            loss = self.loss_fn(out, self._targets[torch.from_numpy(idx)])
+            loss = self.loss_fn(out, self._targets[torch.from_numpy(idx).to(self.device)])
             loss_val = float(loss.detach())
             out = loss * (len(idx) / self.global_batch)
             result = None
         else:
-            result = out.detach().numpy()
+            result = out.detach().cpu().numpy()
         self._saved[i] = (inp, out, params)
         return result, loss_val
 
@@ -137,7 +145,7 @@ class RealStage:
         if grad_out is None:
             out.backward()
         else:
-            out.backward(torch.from_numpy(grad_out))
+            out.backward(torch.from_numpy(grad_out).to(self.device))
         grads = []
         for n in self.names:
             p = params[n]
@@ -146,7 +154,7 @@ class RealStage:
         self._grads[i] = grads
         if self.first:
             return None
-        return inp.grad.detach().numpy()
+        return inp.grad.detach().cpu().numpy()
 
     def flat_grad(self, i: int) -> np.ndarray:
         """Mini-batch ``i``'s parameter gradients as one float32 vector (zeros where none)."""
@@ -154,7 +162,7 @@ class RealStage:
         parts = [(g if g is not None else torch.zeros_like(p)).reshape(-1) for g, p in zip(grads, self.params)]
         if not parts:
             return np.zeros(0, dtype=np.float32)
-        return torch.cat(parts).numpy()
+        return torch.cat(parts).cpu().numpy()
 
     def apply(self, flat: np.ndarray) -> None:
         """SGD step with the summed gradient ``flat``: p -= lr * g."""
@@ -162,10 +170,10 @@ class RealStage:
         with torch.no_grad():
             for p in self.params:
                 n = p.numel()
-                p.add_(torch.from_numpy(np.asarray(flat[off:off + n], dtype=np.float32)).view_as(p),
+                p.add_(torch.from_numpy(np.asarray(flat[off:off + n], dtype=np.float32)).to(p.device).view_as(p),
                        alpha=-self.spec.lr)
                 off += n
 
     def flat_params(self) -> np.ndarray:
         with torch.no_grad():
-            return torch.cat([p.reshape(-1) for p in self.params]).numpy().copy()
+            return torch.cat([p.reshape(-1) for p in self.params]).cpu().numpy().copy()

@@ -85,7 +85,8 @@ class JobRun:
 
 
 def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str = "replay",
-              start_iteration: int = 0, compute_factor: float | None = None, profile=None) -> JobRun:
+              start_iteration: int = 0, compute_factor: float | None = None, profile=None,
+              device: str = "cpu") -> JobRun:
     """Start ``job`` on ``placement`` for ``iterations`` iterations now (on the virtual clock).
 
     Args:
@@ -96,6 +97,7 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
             each pass charged its stage's profiled time x recent / typical CPU time, docs/emulator.md
             "Real compute").
         profile: the job model's per-layer profile (default: the shipped one).
+        device: real mode: ``cpu``, ``cuda`` or ``auto`` (:class:`~raytestbed.emu.executors.plan.WorkerSpec`).
 
     Raises:
         ConfigError: bad mode, a model real mode cannot build, stages that match no layer range.
@@ -111,5 +113,5 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
     plan_job(job, placement, emu.cluster, iterations=iterations, mode=mode, start_iteration=start_iteration,
              profile=profile)  # refuse bad input here, with the one-line error
     run_id = ray.get(emu.clock.start_run.remote(job, placement, iterations, mode, start_iteration, compute_factor,
-                                                profile))
+                                                profile, device))
     return JobRun(emu, run_id, job)

@@ -41,7 +41,7 @@ MODES = ("real", "replay")
 #: SGD learning rates for real-compute training, per zoo preset (chosen so a
 #: few steps on the fixed synthetic batch reduce the loss); others use 0.01.
 DEFAULT_LR = {"mlp-tiny": 0.05, "gpt-tiny": 0.5, "gpt-small": 0.05, "resnet-small": 0.05,
-              "vgg19-cifar": 0.01, "vgg19-224": 0.001}
+              "vgg19-cifar": 0.05, "vgg19-224": 0.001}
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,9 @@ class WorkerSpec:
             (docs/emulator.md, "Real compute").
         replay_payload_bytes: replay: the largest buffer that really moves for a transfer (None: the
             full profiled size); the fluid model charges the profiled size either way.
+        device: real mode: where the stage computes and what a pass's time is
+            (:mod:`raytestbed.profile.timers`): ``cpu`` (thread CPU time), ``cuda`` (CUDA event time;
+            the CPU, with a warning, where torch sees no CUDA device), ``auto`` (cuda if seen).
     """
 
     job_id: int
@@ -100,6 +103,7 @@ class WorkerSpec:
     start_iteration: int = 0
     compute_factor: float | None = None
     replay_payload_bytes: int | None = None
+    device: str = "cpu"
 
     @property
     def key(self) -> tuple[int, int]:

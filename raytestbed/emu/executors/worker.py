@@ -41,7 +41,6 @@ turns the records of all workers into one iteration.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import defaultdict
 
 import numpy as np
@@ -193,11 +192,10 @@ class StageWorker(_Participant):
         return got, self.t - t0
 
     def _charge(self, kind: str, fn, *args):
-        """Run pass ``kind`` (``fwd`` / ``bwd``) of the real stage and charge its thread CPU time at the
-        emulated GPU's speed (:class:`~raytestbed.emu.executors.compute.ComputeCharge`)."""
-        c0 = time.thread_time()
-        out = fn(*args)
-        cpu = time.thread_time() - c0
+        """Run pass ``kind`` (``fwd`` / ``bwd``) of the real stage and charge its time — thread CPU time,
+        or CUDA event time on a GPU, as the profiler measures (:mod:`raytestbed.profile.timers`) — at
+        the emulated GPU's speed (:class:`~raytestbed.emu.executors.compute.ComputeCharge`)."""
+        out, cpu = self.stage.timer.time(fn, *args)
         self.t += self.charges.charge(kind, cpu)
         return out, cpu
 

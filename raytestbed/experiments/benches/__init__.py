@@ -13,10 +13,12 @@
 * ``crosscheck-coflowsim``: the flow simulator against CoflowSim on the FB coflow benchmark
   (:mod:`.crosscheck_coflowsim`);
 * ``asrpt-testbed``: the A-SRPT testbed study (§V-A, Fig. 5) on the emulator (:mod:`.asrpt_testbed`);
+* ``profile-load``: profiles of the model presets quiet and beside busy processes (:mod:`.profile_load`);
 * ``wcs-orders``: when ``wcs-duration`` and ``wcs-workload`` can decide differently (:mod:`.wcs_orders`).
 
 ``emu`` (the emulator under host load) lives with the emulator (:mod:`raytestbed.emu.bench`).
 """
 
 NAMES = ("sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
-         "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders")
+         "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders",
+         "profile-load")

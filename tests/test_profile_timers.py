@@ -1,0 +1,140 @@
+"""Pass timers (thread CPU time, CUDA events) and the profiler's measurement record."""
+
+import time
+
+import pytest
+
+from raytestbed.cli import main
+from raytestbed.core.profile import ModelProfile
+from raytestbed.models import build_model
+from raytestbed.profile.profiler import profile_model, spread
+from raytestbed.profile.timers import CudaEventTimer, ThreadCpuTimer, make_timer
+
+
+class FakeEvent:
+    """A CUDA event stand-in: records a virtual time; elapsed_time in milliseconds as torch's."""
+
+    clock = [0.0]
+
+    def __init__(self):
+        self.t = None
+        self.synced = False
+
+    def record(self):
+        FakeEvent.clock[0] += 0.0125  # 12.5 ms of "GPU time" pass between two records
+        self.t = FakeEvent.clock[0]
+
+    def synchronize(self):
+        self.synced = True
+
+    def elapsed_time(self, end):
+        assert end.synced, "elapsed_time read before synchronising on the end event"
+        return (end.t - self.t) * 1e3
+
+
+def test_cuda_event_timer_arithmetic_ms_to_seconds():
+    timer = CudaEventTimer(event=FakeEvent)
+    out, dt = timer.time(lambda a, b: a + b, 2, 3)
+    assert out == 5
+    assert dt == pytest.approx(0.0125)
+    _, _, switched = timer.measure(lambda: None)
+    assert switched is False
+
+
+def test_thread_cpu_timer_leaves_sleep_out():
+    out, dt = ThreadCpuTimer().time(time.sleep, 0.05)
+    assert out is None and 0 <= dt < 0.02  # sleeping is not CPU time
+
+
+def test_make_timer_devices_and_cpu_fallback():
+    assert make_timer("cpu").timer.device == "cpu"
+    fb = make_timer("cuda", cuda_ok=False)
+    assert fb.device == "cpu" and "no CUDA device" in fb.note
+    assert make_timer("auto", cuda_ok=False).device == "cpu" and make_timer("auto", cuda_ok=False).note == ""
+    assert isinstance(make_timer("cuda", cuda_ok=True).timer, CudaEventTimer)
+    assert make_timer("auto", cuda_ok=True).device == "cuda"
+    with pytest.raises(ValueError, match="tpu"):
+        make_timer("tpu")
+
+
+def test_spread_is_iqr_over_median():
+    assert spread([1.0, 2.0, 3.0, 4.0, 5.0]) == pytest.approx((4.0 - 2.0) / 3.0)
+    assert spread([7.0]) == 0.0
+
+
+def test_profile_records_device_torch_threads_and_spread(tmp_path):
+    prof = profile_model(build_model("mlp-tiny"), warmup=1, repeats=3)
+    m = prof.measurement
+    assert m["device"] == "cpu" and m["threads"] == 1 and m["torch"] and m["repeats"] == 3
+    assert len(m["fwd_spread"]) == len(m["bwd_spread"]) == prof.num_layers
+    assert all(1 <= k <= 3 for k in m["fwd_used"] + m["bwd_used"])
+    assert isinstance(m["noisy"], bool) and isinstance(m["warnings"], list)
+    assert "thread CPU time" in prof.source
+    prof.save(tmp_path / "p.json")
+    again = ModelProfile.load(tmp_path / "p.json")
+    assert again == prof and again.measurement["spread"] == m["spread"]
+
+
+def test_noisy_profile_says_so():
+    prof = profile_model(build_model("mlp-tiny"), warmup=0, repeats=5, spread_limit=-1.0)
+    assert prof.measurement["noisy"] and any(w.startswith("noisy") for w in prof.measurement["warnings"])
+
+
+def test_profile_cli_cuda_without_gpu_falls_back_and_warns(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr("raytestbed.profile.timers.cuda_available", lambda: False)
+    out = tmp_path / "p.json"
+    assert main(["profile", "mlp-tiny", "--device", "cuda", "--repeats", "2", "--warmup", "0",
+                 "--out", str(out)]) == 0
+    cap = capsys.readouterr()
+    assert "no CUDA device" in cap.err and "device: cpu" in cap.out
+    prof = ModelProfile.load(out)
+    assert prof.measurement["device"] == "cpu" and any("no CUDA device" in w for w in prof.measurement["warnings"])
+
+
+def test_profile_file_without_measurement_still_loads(tmp_path):
+    prof = ModelProfile.load("workloads/profiles/vgg16.json")
+    assert prof.measurement is None
+    assert '"measurement"' not in prof.to_json()
+
+
+def _spec(device: str):
+    from raytestbed.core.job import StageProfile
+    from raytestbed.emu.executors.plan import WorkerSpec
+
+    return WorkerSpec(job_id=0, stage=0, replica=0, gpu=0, rank=0, num_stages=1, replicas=(1,), comm="rar",
+                      mode="real", model="mlp-tiny", seed=0, lr=0.05, layers=(0, -1), global_batch=0,
+                      profile=StageProfile(1e-3, 2e-3, 0.0, 0.0), prev_gpus=(), next_gpus=(), act_in_bytes=0,
+                      act_out_bytes=0, ring=(0,), ring_pos=0, device=device)
+
+
+def test_real_stage_on_cuda_without_gpu_runs_on_cpu_and_says_so(monkeypatch):
+    import numpy as np
+
+    from raytestbed.emu.executors.compute import RealStage
+
+    monkeypatch.setattr("raytestbed.profile.timers.cuda_available", lambda: False)
+    st = RealStage(_spec("cuda"))
+    assert st.device == "cpu" and isinstance(st.timer, ThreadCpuTimer) and "no CUDA device" in st.device_note
+    (out, loss), dt = st.timer.time(st.forward, 0, None, st.first_shard())
+    assert out is None and loss > 0 and dt > 0
+    assert st.backward(0, None) is None and st.flat_grad(0).dtype == np.float32
+
+
+def test_real_stage_times_passes_with_the_chosen_timer(monkeypatch):
+    from raytestbed.emu.executors.compute import RealStage
+
+    st = RealStage(_spec("cpu"))
+    st.timer = CudaEventTimer(event=FakeEvent)  # what a GPU worker would use: CUDA event seconds
+    (_, loss), dt = st.timer.time(st.forward, 0, None, st.first_shard())
+    assert dt == pytest.approx(0.0125) and loss > 0
+
+
+def test_trial_compute_device_setting():
+    from pydantic import ValidationError
+
+    from raytestbed.config import EmuConfig
+
+    assert EmuConfig().compute_device == "cpu"
+    assert EmuConfig(compute_device="cuda").compute_device == "cuda"
+    with pytest.raises(ValidationError, match="compute_device"):
+        EmuConfig(compute_device="gpu")
