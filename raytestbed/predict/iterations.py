@@ -147,8 +147,20 @@ class RandomForestPredictor(IterationPredictor):
         if not groups:
             self._model = None
             return self
-        keys = self._keys(groups, users, features)
-        X = self._encode(keys)
+        if self.features:
+            keys = self._keys(groups, users, features)
+            X = self._encode(keys)
+            known = sorted(set(keys))  # predict every known row in one call
+            Xk = self._encode(known)
+        else:  # the same codes and known rows, built at C speed (a fit sees every completed job)
+            n_u = len(self._ucode)
+            gi = np.fromiter(map(self._gcode.__getitem__, groups), dtype=np.int64, count=len(groups))
+            ui = np.fromiter(map(self._ucode.__getitem__, users), dtype=np.int64, count=len(users))
+            X = np.column_stack([gi, ui]).astype(float)
+            pairs = np.unique(gi * n_u + ui)  # codes are ranks of the sorted names: sorted (group, user)
+            gnames, unames = sorted(self._gcode), sorted(self._ucode)
+            known = [(gnames[c // n_u], unames[c % n_u]) for c in pairs.tolist()]
+            Xk = np.column_stack([pairs // n_u, pairs % n_u]).astype(float)
         self._model = None
         if self.engine == "exact" and not self.features:
             from raytestbed.predict import forest
@@ -158,8 +170,7 @@ class RandomForestPredictor(IterationPredictor):
             self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
                                                 random_state=self.seed, n_jobs=self.n_jobs)
             self._model.fit(X, y)
-        known = sorted(set(keys))  # predict every known row in one call
-        vals = _round(self._model.predict(self._encode(known)))
+        vals = _round(self._model.predict(Xk))
         self._cache = dict(zip(known, (int(v) for v in vals)))
         return self
 
