@@ -343,7 +343,7 @@ def run_into(
         journal.close()
     rows = job_rows(res.records)
     if show_progress:  # one plain line per run, on a terminal or not (the bar above vanishes when done)
-        done = sum(r["status"] == "finished" for r in rows) + done0
+        done = sum(r["status"] == "finished" for r in rows)
         clock = "emulated" if spec.name == "emu" else "simulated"
         print(f"{pair} ({spec.label}): {done} of {len(jobs)} jobs finished, {res.end_time_s:.6g} s {clock}, "
               f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
