@@ -22,6 +22,7 @@ exits with status 1 when the check fails.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 from pathlib import Path
@@ -508,6 +509,10 @@ def main(argv: list[str] | None = None) -> int:
         else:
             print(f"raytestbed: {what}; no results folder was written", file=sys.stderr)
         return 143 if isinstance(e, Terminated) else 130
+    except BrokenPipeError:  # the reader went away (`raytestbed policies | head`): stop quietly, as a shell tool does
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's own flush at exit would raise again
+        return 141
     finally:
         if on_main:
             signal.signal(signal.SIGTERM, old if old is not None else signal.SIG_DFL)

@@ -74,3 +74,16 @@ def test_ray_driver_messages_are_plain_and_the_start_up_concurrency_note_is_left
     cap = capsys.readouterr()
     assert cap.out == "" and seen == []
     assert cap.err == "ray (raylet): A worker died or was killed while executing a task by an unexpected system error.\n"
+
+
+def test_a_listing_read_only_in_part_ends_quietly():
+    """`raytestbed policies | head -1`: the reader closes the pipe early; no BrokenPipeError traceback."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "from raytestbed.cli import main; import sys; sys.exit(main(['policies']))"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    p.stdout.readline()
+    p.stdout.close()  # like `head -1`
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141 and "Traceback" not in err and "BrokenPipe" not in err, err
