@@ -35,7 +35,7 @@ def test_a_real_worker_starts_with_no_cpu_samples_from_outside_its_run():
     from raytestbed.core.cluster import Cluster
     from raytestbed.core.placement import Placement
     from raytestbed.core.profile import default_profiles
-    from raytestbed.emu.executors.plan import plan_job
+    from raytestbed.execution.plan import plan_job
     from raytestbed.emu.executors.worker import StageWorker
     from raytestbed.traces.jobs import build_job
 

@@ -14,7 +14,7 @@ from raytestbed.core.policy import Policy
 from raytestbed.core.timing import GadgetModel
 from raytestbed.core.events import Tick
 from raytestbed.core.placement import Placement
-from raytestbed.emu.monitor import RunMonitor
+from raytestbed.execution.monitor import RunMonitor
 from raytestbed.schedulers.base import Resize, StartJob, make_policy
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.gadget_workload import STEP_GRID_S, step_time

@@ -99,7 +99,7 @@ def test_profile_file_without_measurement_still_loads(tmp_path):
 
 def _spec(device: str):
     from raytestbed.core.job import StageProfile
-    from raytestbed.emu.executors.plan import WorkerSpec
+    from raytestbed.execution.plan import WorkerSpec
 
     return WorkerSpec(job_id=0, stage=0, replica=0, gpu=0, rank=0, num_stages=1, replicas=(1,), comm="rar",
                       mode="real", model="mlp-tiny", seed=0, lr=0.05, layers=(0, -1), global_batch=0,

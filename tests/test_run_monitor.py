@@ -1,8 +1,8 @@
-"""When a run counts as steady for fast-forward, and its period (raytestbed/emu/monitor.py: RunMonitor)."""
+"""When a run counts as steady for fast-forward, and its period (raytestbed/execution/monitor.py: RunMonitor)."""
 
 import pytest
 
-from raytestbed.emu.monitor import RunMonitor
+from raytestbed.execution.monitor import RunMonitor
 
 
 def _monitor(times, profiled=None):

@@ -225,7 +225,7 @@ def check_real_compute(cluster: Cluster, jobs: Sequence[Job]) -> None:
     profile, stages matching no layer range): one line naming the job."""
     from raytestbed.core.placement import Placement
     from raytestbed.core.profile import default_profiles
-    from raytestbed.emu.executors.plan import plan_job
+    from raytestbed.execution.plan import plan_job
 
     profiles = default_profiles()
     for job in jobs:

@@ -5,7 +5,7 @@
 
 * the :class:`~raytestbed.emu.vclock.VirtualClock` (participants, steps, the fluid fabric);
 * the **runs**: one per (re)start of a job, launched through a *launcher* (the worker pool's host
-  actors, or in-process objects in tests), each followed by a :class:`~raytestbed.emu.monitor.RunMonitor`;
+  actors, or in-process objects in tests), each followed by a :class:`~raytestbed.execution.monitor.RunMonitor`;
 * in a trial, the **scheduler**: an :class:`EmuScheduler`, the shared event core
   (:class:`~raytestbed.core.eventcore.EventCore`) on the virtual clock, which holds the policy
   objects unchanged and turns decisions into run starts and stops, fabric weights and rates;
@@ -49,10 +49,10 @@ from raytestbed.core.events import (
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
-from raytestbed.emu.executors.plan import JobPlan, plan_job
+from raytestbed.execution.plan import JobPlan, plan_job
 from raytestbed.emu.flowview import FlowView
 from raytestbed.errors import PolicyError
-from raytestbed.emu.monitor import IterationRow, RunMonitor
+from raytestbed.execution.monitor import IterationRow, RunMonitor
 from raytestbed.emu.vclock import Send, VirtualClock, Wake
 
 log = logging.getLogger(__name__)

@@ -4,13 +4,13 @@ By default (``timing.schedule: workers``) a pipeline job of two or more stages i
 a sequence of job-wide coflows (as :mod:`raytestbed.network.traffic` describes ring-all-reduce
 iterations, and pipeline and PS iterations with ``timing.schedule: coflows``) but as the programs
 of its stage replicas, the schedule the emulator's workers run in replay mode
-(:mod:`raytestbed.emu.executors.worker`, sizes from :func:`~raytestbed.emu.executors.plan.plan_job`):
+(the emulator's StageWorker, sizes from :func:`~raytestbed.execution.plan.plan_job`):
 
 * PipeDream 1F1B: stage s keeps S - s mini-batches in flight, then alternates one backward and
   one forward;
 * a forward takes the activation slices of every upstream replica at once and holds the GPU while
   they flowed (A-SRPT eq. 5; overlapping inbound flows hold it once,
-  :class:`~raytestbed.emu.executors.plan.InboundTime`), computes p^f, then sends one slice
+  :class:`~raytestbed.execution.plan.InboundTime`), computes p^f, then sends one slice
   A_s / (k_s k_{s+1}) bytes to every downstream replica, one after the other;
 * a backward takes the gradient slices the same way, computes p^b, sends gradient slices
   upstream one after the other, then runs the stage's ring all-reduce: 2(k-1) steps, each sending
@@ -50,9 +50,9 @@ from dataclasses import dataclass, field
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, plan_job,
+from raytestbed.execution.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, plan_job,
                                           ring_chunks, rotated, split_sizes)
-from raytestbed.emu.monitor import RunMonitor
+from raytestbed.execution.monitor import RunMonitor
 
 
 def uses_workers(job: Job, rings: bool = False) -> bool:
@@ -389,7 +389,7 @@ class WorkerRun:
 
     def _report(self, w: _Worker, j: int) -> None:
         """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has
-        (the emulator's :class:`~raytestbed.emu.monitor.RunMonitor` rule)."""
+        (the emulator's :class:`~raytestbed.execution.monitor.RunMonitor` rule)."""
         comp, comm = w.acc.pop(j)
         for t_end, recs in self._monitor.add((j, w.idx, w.t, comp, comm, None, 0, 0.0, comp)):
             self._iteration_at(t_end, max(r[3] for r in recs), max(r[4] for r in recs))

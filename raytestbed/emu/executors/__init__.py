@@ -12,7 +12,7 @@ emulated GPU's speed) and ``replay`` (charge the profiled time while moving real
 """
 
 from raytestbed.emu.executors.job import JobRun, start_job
-from raytestbed.emu.executors.plan import MODES, JobPlan, PsSpec, WorkerSpec, find_boundaries, plan_job
+from raytestbed.execution.plan import MODES, JobPlan, PsSpec, WorkerSpec, find_boundaries, plan_job
 
 __all__ = ["JobRun", "start_job", "MODES", "JobPlan", "PsSpec", "WorkerSpec",
            "find_boundaries", "plan_job"]

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 from torch.func import functional_call
 
-from raytestbed.emu.executors.plan import WorkerSpec
+from raytestbed.execution.plan import WorkerSpec
 
 
 def _rows(make, n: int) -> torch.Tensor:

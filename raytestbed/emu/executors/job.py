@@ -2,7 +2,7 @@
 
 A trial's scheduler starts runs itself (:class:`raytestbed.emu.clock_service.EmuScheduler`); this
 is the same path for tests, benchmarks and notebooks: the clock actor plans the run
-(:func:`~raytestbed.emu.executors.plan.plan_job`), registers its workers (and PS tasks) as
+(:func:`~raytestbed.execution.plan.plan_job`), registers its workers (and PS tasks) as
 participants of the virtual clock at the clock's current time, and starts them in the worker
 pool's hosts. The clock then advances whenever every participant is blocked.
 
@@ -97,14 +97,14 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
             each pass charged its stage's profiled time x recent / typical CPU time, docs/emulator.md
             "Real compute").
         profile: the job model's per-layer profile (default: the shipped one).
-        device: real mode: ``cpu``, ``cuda`` or ``auto`` (:class:`~raytestbed.emu.executors.plan.WorkerSpec`).
+        device: real mode: ``cpu``, ``cuda`` or ``auto`` (:class:`~raytestbed.execution.plan.WorkerSpec`).
 
     Raises:
         ConfigError: bad mode, a model real mode cannot build, stages that match no layer range.
     """
     import ray
 
-    from raytestbed.emu.executors.plan import plan_job
+    from raytestbed.execution.plan import plan_job
 
     if profile is None and mode == "real":
         from raytestbed.core.profile import default_profiles

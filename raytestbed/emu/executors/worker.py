@@ -45,7 +45,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from raytestbed.emu.executors.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, ring_chunks,
+from raytestbed.execution.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, ring_chunks,
                                           rotated, split_sizes)
 from raytestbed.emu.vclock import Send, Wake
 
