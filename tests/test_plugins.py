@@ -295,6 +295,7 @@ def test_entry_point_plugins_run_and_are_listed(tmp_path, plugdir, capsys, monke
 
 
 # ----------------------------------------------------------------------------- on the emulator
+@pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_plugins_run_on_the_emulator(tmp_path, plugdir, capsys):
     """A placement policy from an entry point, a network policy and a workload kind by import path, all
     from a folder the Ray workers cannot import from: the policies travel by value to the scheduler actor."""

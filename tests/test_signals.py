@@ -78,7 +78,8 @@ def reference(tmp_path_factory) -> Path:
     return d / "full"
 
 
-@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143),
+                                       pytest.param(signal.SIGINT, 130, marks=pytest.mark.slow)])
 def test_signal_leaves_a_folder_that_resume_completes(tmp_path, reference, sig, code):
     t = _trial(tmp_path)
     out = tmp_path / "r"
@@ -117,6 +118,7 @@ def test_signal_leaves_a_folder_that_resume_completes(tmp_path, reference, sig, 
     assert summary["resumed"]["journaled_jobs"] == len(journaled.rows) and summary["resumed"]["comparable"]
 
 
+@pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_signal_before_any_job_finished_leaves_nothing(tmp_path):
     """SIGTERM while no job has finished: no folder at all (SIGINT takes the same path, checked above)."""
     sig, code = signal.SIGTERM, 143

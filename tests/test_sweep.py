@@ -74,6 +74,7 @@ def test_sweep_cells_match_single_runs_and_tables_have_t_intervals(tmp_path):
     assert json.loads((cell / "summary.json").read_text())["total_jct_s"] == one["total_jct_s"]
 
 
+@pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_interrupted_sweep_resumes_only_the_missing_cells(tmp_path):
     sweep = load_sweep(_write(tmp_path, SWEEP))
     out = tmp_path / "out"

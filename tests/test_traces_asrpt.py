@@ -267,6 +267,7 @@ def test_history_rows_reach_the_predicting_policies(data_root):
         assert pol.predictor.predict(probe) > 0  # a seen group is no longer predicted 0
 
 
+@pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_testbed_script_with_history_and_trace_choice(data_root, tmp_path):
     from raytestbed.experiments.benches import asrpt_testbed as mod
 
