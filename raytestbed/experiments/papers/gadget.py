@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytestbed.experiments.papers import TRIALS, Claim, Figure, md_table
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure
+from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 
 TRIAL = TRIALS / "gadget.yaml"
