@@ -237,7 +237,7 @@ def test_lower_bound_recorded():
 
 
 def test_vectorised_o3_matches_closed_form_and_highs_lp():
-    from raytestbed.network.coflow_rates import o3_gamma
+    from raytestbed.network.coflow_rates import coflow_gamma
     from test_o3 import lp_cct
 
     rng = np.random.default_rng(3)
@@ -258,7 +258,7 @@ def test_vectorised_o3_matches_closed_form_and_highs_lp():
         expected.append(o3_cct(fl, eg, ig))
         assert expected[-1] == pytest.approx(lp_cct(fl, eg, ig), rel=1e-9)
     flows, _ = make_policy("parrot", "network").rates_for(st.view())
-    assert o3_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
+    assert coflow_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_paper_wc_factor_idles_disjoint_ports():
