@@ -11,7 +11,8 @@ from raytestbed.core.cluster import Cluster, Server
 from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
 from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
 from raytestbed.core.placement import Placement
-from raytestbed.network.coflow_rates import LinkIndex, SATURATED_RTOL, link_loads
+from raytestbed.core.flows import LinkIndex
+from raytestbed.network.coflow_rates import SATURATED_RTOL, link_loads
 from raytestbed.core.o3 import o3_cct
 from raytestbed.schedulers.aalo import PriorityCoflowPolicy
 from raytestbed.schedulers.base import available_policies, make_policy

@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from raytestbed.core.flows import Flows, LinkIndex
 from raytestbed.core.o3 import o3_gamma, o3_rates
-from raytestbed.core.flows import MIN_BYTES, Flows, FlowTable, LinkIndex  # noqa: F401 (re-exported)
 from raytestbed.network.allocator import max_min_rates
 
 #: relative slack below which a link counts as saturated

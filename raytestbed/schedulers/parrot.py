@@ -46,14 +46,13 @@ import math
 
 import numpy as np
 
+from raytestbed.core.flows import Flows, LinkIndex
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.network.coflow_rates import (
-    Flows,
-    LinkIndex,
+    coflow_o3_rates,
     fill_residual,
     global_factor,
-    coflow_o3_rates,
     o3_scaled_rates,
     priority_fill,
     scale_fabric,

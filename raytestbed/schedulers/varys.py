@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from raytestbed.core.flows import Flows, LinkIndex
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.network.coflow_rates import (
-    Flows,
-    LinkIndex,
-    greedy_backfill,
-    link_loads,
     coflow_gamma,
     coflow_o3_rates,
+    greedy_backfill,
+    link_loads,
     port_share_together,
     priority_fill,
 )

@@ -41,15 +41,9 @@ from raytestbed.config import load_cluster  # noqa: E402
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile  # noqa: E402
 from raytestbed.core.timing import SjfbcoModel, SjfbcoParams  # noqa: E402
 from raytestbed.core.placement import Placement  # noqa: E402
-from raytestbed.schedulers.base import (  # noqa: E402
-    IterationMeasured,
-    JobArrived,
-    JobFinished,
-    JobStarted,
-    Policy,
-    StartJob,
-    make_policy,
-)
+from raytestbed.core.events import IterationMeasured, JobArrived, JobFinished, JobStarted, StartJob  # noqa: E402
+from raytestbed.core.policy import Policy  # noqa: E402
+from raytestbed.schedulers.base import make_policy  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
 from raytestbed.traces.datadir import find_data_dir  # noqa: E402
 from raytestbed.traces.sjfbco_workload import PHILLY_FILE, SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
