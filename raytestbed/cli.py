@@ -28,6 +28,7 @@ import sys
 from pathlib import Path
 
 from raytestbed.errors import RaytestbedError
+from raytestbed.results.tables import text_table
 
 
 class _FlagError(RaytestbedError):
@@ -53,20 +54,6 @@ def _seed(text: str) -> int:
     if not 0 <= v <= MAX_SEED:
         raise argparse.ArgumentTypeError(f"{text} is not in [0, 2**63 - 1]")
     return v
-
-
-def _table(rows: list[dict], cols: list[str]) -> str:
-    def fmt(v):
-        if isinstance(v, float):
-            return f"{v:.4g}" if abs(v) < 1e5 else f"{v:.4e}"
-        return "-" if v is None else str(v)
-
-    cells = [[fmt(r.get(c)) for c in cols] for r in rows]
-    widths = [max(len(c), *(len(x[i]) for x in cells)) for i, c in enumerate(cols)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
-    lines.append("  ".join("-" * w for w in widths))
-    lines += ["  ".join(x.ljust(w) for x, w in zip(row, widths)) for row in cells]
-    return "\n".join(lines)
 
 
 SHOWN = ["policy", "rank", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s", "makespan_s", "gpu_utilisation",
@@ -118,7 +105,7 @@ def _cmd_run(args) -> int:
     row = dict(summary)
     if summary.get("network_policy"):
         row["policy"] = f"{summary['policy']}+{summary['network_policy']}"
-    print(_table([row], [c for c in SHOWN if c in row and c != "rank"]))
+    print(text_table([row], [c for c in SHOWN if c in row and c != "rank"]))
     if summary.get("note"):
         print(f"{row['policy']}: {summary['note']}")
     print(f"results: {out}  (report: {out / 'report.md'})")
@@ -149,7 +136,7 @@ def _cmd_compare(args) -> int:
                  inject=inject, resume=bool(args.resume))
     from raytestbed.results.ranking import complete, rank_labels, summary_line
 
-    print(_table(df.assign(rank=rank_labels(df)).to_dict("records"), [c for c in SHOWN if c in df.columns]))
+    print(text_table(df.assign(rank=rank_labels(df)).to_dict("records"), [c for c in SHOWN if c in df.columns]))
     if "note" in df.columns:  # a resumed policy: whether its re-run reproduced the journal
         for policy, note in zip(df["policy"], df["note"]):
             if isinstance(note, str) and note:
@@ -179,7 +166,7 @@ def _cmd_parity(args) -> int:
     res = parity_check(loaded, Path(args.out), pols, backends, seed=args.seed, limit=args.limit, force=args.force,
                        show_progress=not args.quiet, inject=args.inject)
     df = res["policies"]
-    print(_table(df.to_dict("records"), list(df.columns)))
+    print(text_table(df.to_dict("records"), list(df.columns)))
     print(f"ranking by total JCT: {res['a']}: {', '.join(res['ranking_a'])}; "
           f"{res['b']}: {', '.join(res['ranking_b'])} ({'same' if res['ranking_agrees'] else 'DIFFERENT'})")
     for _, r in df.iterrows():
@@ -261,7 +248,7 @@ def _cmd_profile(args) -> int:
         rows.append({"stage": i, "layers": f"{start}-{end - 1}", "fwd_ms": st.fwd_s * 1e3, "bwd_ms": st.bwd_s * 1e3,
                      "in_bytes": stages[i - 1].out_bytes if i else 0, "out_bytes": st.out_bytes,
                      "param_bytes": st.param_bytes})
-    print(_table(rows, ["stage", "layers", "fwd_ms", "bwd_ms", "in_bytes", "out_bytes", "param_bytes"]))
+    print(text_table(rows, ["stage", "layers", "fwd_ms", "bwd_ms", "in_bytes", "out_bytes", "param_bytes"]))
     m = prof.measurement
     load = max((x for x in m["load_per_core"] if x is not None), default=None)
     print(f"device: {prof.device}, torch {m['torch']}, {m['method']}; iteration "
@@ -341,14 +328,10 @@ def _cmd_reproduce(args) -> int:
 
 
 def _cmd_bench(args) -> int:
-    if args.name != "emu":
-        import importlib
+    import importlib
 
-        module = {"sjfbco-flow": "sjfbco_model_vs_flow"}.get(args.name, args.name.replace("-", "_"))
-        return importlib.import_module(f"raytestbed.experiments.benches.{module}").main(args.args)
-    from raytestbed.emu.bench import main as bench_emu
-
-    return bench_emu(args.args)
+    module = {"sjfbco-flow": "sjfbco_model_vs_flow"}.get(args.name, args.name.replace("-", "_"))
+    return importlib.import_module(f"raytestbed.experiments.benches.{module}").main(args.args)
 
 
 def build_parser() -> argparse.ArgumentParser:

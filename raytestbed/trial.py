@@ -35,7 +35,8 @@ from raytestbed.results.ranking import ranks
 from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, params_record, summarize
 from raytestbed.results.writer import ResultsFolder, dumps, policy_folder, write_csv, write_json
-from raytestbed.schedulers.base import JobFinished, make_policy
+from raytestbed.core.events import JobFinished
+from raytestbed.schedulers.base import make_policy
 from raytestbed.core.events import Fault
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload

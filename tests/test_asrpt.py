@@ -6,7 +6,9 @@ from conftest import small_cluster
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.errors import ConfigError, PolicyError
 from raytestbed.schedulers.asrpt import VirtualSrpt
-from raytestbed.schedulers.base import JobArrived, Policy, Tick, WakeUp, make_policy
+from raytestbed.core.events import JobArrived, Tick, WakeUp
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
 
 GB = 1e9

@@ -9,7 +9,7 @@ from raytestbed.core.decisions import DecisionBook, JobRecord
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterState
 from raytestbed.errors import PolicyError
-from raytestbed.schedulers.base import (
+from raytestbed.core.events import (
     Decision,
     JobFailed,
     Preempt,

@@ -15,7 +15,8 @@ from raytestbed.core.timing import GadgetModel
 from raytestbed.core.events import Tick
 from raytestbed.core.placement import Placement
 from raytestbed.execution.monitor import RunMonitor
-from raytestbed.schedulers.base import Resize, StartJob, make_policy
+from raytestbed.core.events import Resize, StartJob
+from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.gadget_workload import STEP_GRID_S, step_time
 from raytestbed.traces.registry import load_workload

@@ -113,7 +113,8 @@ def test_gadget_utility_above_fifo_on_a_tight_cluster():
 
 def test_utility_increments_and_errors():
     u = JobUtility("sigmoid", zeta=100, budget=1000, lambda1=10, lambda2=0.01, lambda3=500)
-    pi = u.increments(0, 4)
+    pi = u.slot_gains(0, 4)
+    assert u.slot_ring_sizes(0, 99) == 10 and u.slot_ring_sizes(9.5, 99) == 1 and u.slot_ring_sizes(0, 4) == 4
     assert all(b >= a for a, b in zip(pi, pi[1:])) and pi[0] > 0
     assert u.mu(1000) <= 10
     with pytest.raises(ValueError):
@@ -130,5 +131,6 @@ def test_sigmoid_envelope_is_concave_majorant():
     assert (np.diff(env, 2) <= 1e-9).all()  # concave
     assert env[-1] == pytest.approx(mu[-1])
     # far below lambda3 the raw pi is ~0 but the envelope's is positive
-    assert u.increments(0, 2)[0] < 1e-100
+    assert u.slot_gains(0, 2)[0] < 1e-100
+    assert u.slot_gains(0, 2, envelope=True)[0] > 0.1
     assert u.mu_envelope(200.0) - u.mu_envelope(100.0) > 0.1

@@ -12,7 +12,8 @@ from raytestbed.core.gpu_types import GpuSpeeds, ThroughputTable
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.placement import Placement
 from raytestbed.errors import ConfigError
-from raytestbed.schedulers.base import JobArrived, Policy, Preempt, StartJob, Tick, WakeUp
+from raytestbed.core.events import JobArrived, Preempt, StartJob, Tick, WakeUp
+from raytestbed.core.policy import Policy
 from raytestbed.sim.engine import Simulator
 
 GB = 1e9

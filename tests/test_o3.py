@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 from scipy.optimize import linprog
 
-from raytestbed.core.o3 import o3_cct, o3_rates
+from raytestbed.core.o3 import o3_cct, o3_gamma, o3_rates
+
+
+def arrays(flows):
+    """(src, dst, bytes) arrays of ``(src, dst, bytes)`` tuples of integer servers."""
+    return (np.array([f[0] for f in flows], dtype=np.int64), np.array([f[1] for f in flows], dtype=np.int64),
+            np.array([f[2] for f in flows], dtype=float))
 
 
 def test_hand_example() -> None:
@@ -17,17 +23,23 @@ def test_hand_example() -> None:
     flows = [(0, 1, 3.0), (0, 2, 2.0), (1, 2, 1.0), (2, 2, 4.0), (1, 0, 0.0)]
     egress = {0: 1.0, 1: 1.0, 2: 1.0}
     ingress = {0: 1.0, 1: 1.0, 2: 2.0}
-    gamma, rates = o3_rates(flows, egress, ingress)
-    assert gamma == 5.0  # server 0's egress: (3 + 2) / 1
+    eg, ig = np.array(list(egress.values())), np.array(list(ingress.values()))
+    assert o3_gamma(*arrays(flows), eg, ig).tolist() == [5.0]  # server 0's egress: (3 + 2) / 1
     assert o3_cct(iter(flows), egress, ingress) == 5.0
-    assert rates == [0.6, 0.4, 0.2, math.inf, 0.0]
+    assert o3_rates(*arrays(flows), eg, ig).tolist() == [0.6, 0.4, 0.2, math.inf, 0.0]
+    # two coflows at once: the second is the first's flows on server 0's egress only
+    cf = np.array([0, 0, 0, 0, 0, 1, 1])
+    src, dst, v = arrays(flows + [(0, 1, 3.0), (0, 2, 2.0)])
+    assert o3_gamma(src, dst, v, eg, ig, cf, 2).tolist() == [5.0, 5.0]
 
 
 def test_ingress_bound_and_empty() -> None:
     flows = [(0, 2, 4.0), (1, 2, 4.0)]
     assert o3_cct(flows, {0: 8.0, 1: 8.0}, {2: 2.0}) == 4.0  # 8 B into a 2 B/s port
-    assert o3_rates([], {}, {}) == (0.0, [])
-    assert o3_rates([(0, 0, 7.0)], {0: 1.0}, {0: 1.0}) == (0.0, [math.inf])
+    assert o3_cct([], {}, {}) == 0.0
+    assert o3_cct([(0, 0, 7.0)], {0: 1.0}, {0: 1.0}) == 0.0
+    assert o3_rates(*arrays([(0, 0, 7.0)]), np.ones(1), np.ones(1)).tolist() == [math.inf]
+    assert o3_rates(*arrays([(0, 0, 7.0)]), np.ones(1), np.ones(1), intra_rate=3.0).tolist() == [3.0]
 
 
 def test_validation() -> None:
@@ -78,7 +90,10 @@ def test_closed_form_matches_lp() -> None:
         flows = [(int(rng.integers(n_servers)), int(rng.integers(n_servers)), float(rng.uniform(1e6, 1e9)))
                  for _ in range(int(rng.integers(1, 15)))]
         flows.append((0, 1, float(rng.uniform(1e6, 1e9))))  # at least one fabric flow
-        gamma, rates = o3_rates(flows, egress, ingress)
+        eg, ig = np.array(list(egress.values())), np.array(list(ingress.values()))
+        gamma = float(o3_gamma(*arrays(flows), eg, ig)[0])
+        rates = o3_rates(*arrays(flows), eg, ig).tolist()
+        assert o3_cct(flows, egress, ingress) == pytest.approx(gamma, rel=1e-12)
         assert gamma == pytest.approx(lp_cct(flows, egress, ingress), rel=1e-9)
         sent = dict.fromkeys(egress, 0.0)
         got = dict.fromkeys(ingress, 0.0)

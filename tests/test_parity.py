@@ -63,7 +63,7 @@ def test_identical_folders_pass_and_perturbed_fail(tmp_path):
 
 
 def test_a_pipeline_placement_stays_one_markdown_cell():
-    from raytestbed.results.report import md_table
+    from raytestbed.results.tables import md_table
 
     row = md_table(pd.DataFrame({"placement": ["s0:0x1|s1:1x2"], "t": [0.1234567]}), digits=6).splitlines()[-1]
     assert row == "| s0:0x1\\|s1:1x2 | 0.123457 |"

@@ -11,7 +11,8 @@ from raytestbed.core.cluster import Cluster, Server
 from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
 from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
 from raytestbed.core.placement import Placement
-from raytestbed.network.coflow_rates import LinkIndex, SATURATED_RTOL, link_loads
+from raytestbed.core.flows import LinkIndex
+from raytestbed.network.coflow_rates import SATURATED_RTOL, link_loads
 from raytestbed.core.o3 import o3_cct
 from raytestbed.schedulers.aalo import PriorityCoflowPolicy
 from raytestbed.schedulers.base import available_policies, make_policy
@@ -237,7 +238,7 @@ def test_lower_bound_recorded():
 
 
 def test_vectorised_o3_matches_closed_form_and_highs_lp():
-    from raytestbed.network.coflow_rates import o3_gamma
+    from raytestbed.network.coflow_rates import coflow_gamma
     from test_o3 import lp_cct
 
     rng = np.random.default_rng(3)
@@ -258,7 +259,7 @@ def test_vectorised_o3_matches_closed_form_and_highs_lp():
         expected.append(o3_cct(fl, eg, ig))
         assert expected[-1] == pytest.approx(lp_cct(fl, eg, ig), rel=1e-9)
     flows, _ = make_policy("parrot", "network").rates_for(st.view())
-    assert o3_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
+    assert coflow_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
 
 
 def test_paper_wc_factor_idles_disjoint_ports():

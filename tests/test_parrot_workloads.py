@@ -10,7 +10,8 @@ import pytest
 from raytestbed.config import ClusterConfig, ServerGroup
 from raytestbed.errors import ConfigError
 from raytestbed.network.traffic import iteration_traffic
-from raytestbed.schedulers.base import JobArrived, StartJob, make_policy
+from raytestbed.core.events import JobArrived, StartJob
+from raytestbed.schedulers.base import make_policy
 from raytestbed.core.state import ClusterState
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.datadir import find_data_dir

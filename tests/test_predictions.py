@@ -13,7 +13,8 @@ from raytestbed.core.decisions import DecisionBook, JobRecord
 from raytestbed.core.state import ClusterState
 from raytestbed.predict.iterations import OnlinePredictor
 from raytestbed.results.records import job_rows
-from raytestbed.schedulers.base import Policy, make_policy
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
 
 PREDICTING = ["asrpt", "asrpt-perfect", "spjf", "spwf", "wcs-duration", "wcs-workload"]

@@ -172,7 +172,7 @@ def test_asrpt_jobs_figure_on_the_google_workload(tmp_path, monkeypatch):
 def _tiny_figure(tmp_path, workload: str):
     """A one-claim figure whose sweep is 2 cells of a 4-job trial (``workload``: the trial's workload line)."""
     from raytestbed.config import load_trial
-    from raytestbed.experiments.papers import Claim, Figure
+    from raytestbed.experiments.papers.figure import Claim, Figure
     from raytestbed.experiments.spec import Sweep
 
     t = tmp_path / "tiny.yaml"

@@ -8,7 +8,9 @@ from conftest import MB, rar_job, small_cluster
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.placement import Placement
 from raytestbed.core.timing import AsrptModel, SjfbcoModel
-from raytestbed.schedulers.base import JobArrived, Policy, Preempt, StartJob, Tick, make_policy
+from raytestbed.core.events import JobArrived, Preempt, StartJob, Tick
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Fault, Simulator
 
 
@@ -169,7 +171,7 @@ class _ResizeAt(Policy):
         if isinstance(event, JobArrived):
             return [StartJob(event.job.job_id, Placement(((0,),)))]
         if isinstance(event, Tick) and event.time == 4.0 and 0 in view.running:
-            from raytestbed.schedulers.base import Resize
+            from raytestbed.core.events import Resize
             return [Resize(0, Placement(((0, 1),)))]
         return []
 
@@ -196,7 +198,7 @@ class _HalfRate(Policy):
     role = "network"
 
     def on_event(self, event, view):
-        from raytestbed.schedulers.base import CoflowStarted, SetFlowRates
+        from raytestbed.core.events import CoflowStarted, SetFlowRates
         if isinstance(event, CoflowStarted):
             cf = view.coflows[event.coflow_id]
             return [SetFlowRates({f.flow_id: 0.25e9 for f in cf.flows})]

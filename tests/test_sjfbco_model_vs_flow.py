@@ -6,7 +6,8 @@ from raytestbed.core.cluster import Cluster, Server
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.placement import Placement
 from raytestbed.core.timing import SjfbcoModel, SjfbcoParams, sjfbco_iteration_time
-from raytestbed.schedulers.base import JobArrived, Policy, StartJob
+from raytestbed.core.events import JobArrived, StartJob
+from raytestbed.core.policy import Policy
 from raytestbed.sim.engine import Simulator
 
 BW = 1.25e9

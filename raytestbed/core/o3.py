@@ -15,16 +15,26 @@ i.e. all flows finish together at the coflow completion time ``Gamma``
     b_ij   = V_ij / Gamma~                                                 (eq. 27)
 
 Flows with ``i == j`` stay inside one server and do not cross the fabric:
-they are left out of (26) and get rate ``math.inf`` (they complete at once).
-Zero-byte flows get rate 0.
+they are left out of (26) and get the intra-server rate (``math.inf`` unless
+given: they complete at once).
+
+:func:`o3_gamma` and :func:`o3_rates` are the closed form, once, on arrays of
+flows of many coflows at a time (the network policies' flow table, the flow
+simulator's lower bounds; each server's bytes summed in flow order);
+:func:`o3_cct` reads one coflow given as ``(src, dst, bytes)`` tuples and
+per-server capacity mappings (the analytic PS model), checks them and sums
+each server's bytes exactly. Both end in :func:`o3_gamma_of_loads`, eq. (26)
+itself.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Mapping
 
-__all__ = ["o3_cct", "o3_cct_arrays", "o3_rates"]
+import numpy as np
+
+__all__ = ["o3_cct", "o3_gamma", "o3_gamma_of_loads", "o3_rates"]
 
 Flow = tuple[Hashable, Hashable, float]  # (src server, dst server, bytes)
 
@@ -47,11 +57,12 @@ def o3_cct(
     are port capacities in bytes/s.  Every src must be in ``egress`` and every
     dst in ``ingress`` (also for same-server flows), else ValueError naming the
     server.  Returns 0.0 when no flow crosses the fabric with bytes > 0.
+    Checks the input, sums each server's bytes exactly (``math.fsum``), then
+    :func:`o3_gamma_of_loads`.
     """
     _check_ports("egress", egress)
     _check_ports("ingress", ingress)
-    sent: dict[Hashable, list[float]] = {}  # bytes leaving each server
-    received: dict[Hashable, list[float]] = {}  # bytes entering each server
+    flows = list(flows)
     for n, (src, dst, size) in enumerate(flows):
         v = float(size)
         if not (math.isfinite(v) and v >= 0):
@@ -60,53 +71,60 @@ def o3_cct(
             raise ValueError(f"flow {n}: unknown source server {src!r} (no egress capacity)")
         if dst not in ingress:
             raise ValueError(f"flow {n}: unknown destination server {dst!r} (no ingress capacity)")
-        if src == dst or v == 0:
-            continue
-        sent.setdefault(src, []).append(v)
-        received.setdefault(dst, []).append(v)
-    gamma = 0.0
-    for server, sizes in sent.items():
-        gamma = max(gamma, math.fsum(sizes) / float(egress[server]))
-    for server, sizes in received.items():
-        gamma = max(gamma, math.fsum(sizes) / float(ingress[server]))
-    return gamma
-
-
-def o3_rates(
-    flows: Sequence[Flow],
-    egress: Mapping[Hashable, float],
-    ingress: Mapping[Hashable, float],
-) -> tuple[float, list[float]]:
-    """Gamma~ (seconds, eq. 26) and the rate of each flow in input order (bytes/s, eq. 27).
-
-    Rates are ``b_ij = V_ij / Gamma~`` for fabric flows, ``math.inf`` for
-    same-server flows with bytes > 0 and 0.0 for zero-byte flows.
-    """
-    flows = list(flows)
-    gamma = o3_cct(flows, egress, ingress)
-    rates: list[float] = []
-    for src, dst, size in flows:
-        v = float(size)
-        if v == 0:
-            rates.append(0.0)
-        elif src == dst:
-            rates.append(math.inf)
-        else:
-            rates.append(v / gamma)
-    return gamma, rates
-
-
-def o3_cct_arrays(src, dst, nbytes, egress, ingress) -> float:
-    """:func:`o3_cct` of one coflow given as arrays: flows ``src[k] -> dst[k]`` of ``nbytes[k]``
-    bytes; ``egress``/``ingress``: per-server capacity arrays (bytes/s). Seconds (the per-server sums
-    are added in flow order, so the last digit may differ from :func:`o3_cct`'s exact sums)."""
-    import numpy as np
-
-    src, dst, v = np.asarray(src), np.asarray(dst), np.asarray(nbytes, dtype=float)
-    net = (src != dst) & (v > 0)
-    if not net.any():
+    if not flows:
         return 0.0
-    n = len(egress)
-    sent = np.bincount(src[net], weights=v[net], minlength=n)
-    recv = np.bincount(dst[net], weights=v[net], minlength=n)
-    return float(max((sent / egress).max(), (recv / ingress).max()))
+    index = {s: i for i, s in enumerate(dict.fromkeys([*egress, *ingress]))}
+    sent: dict[int, list[float]] = {}  # bytes leaving each server
+    received: dict[int, list[float]] = {}  # bytes entering each server
+    for src, dst, size in flows:
+        if src != dst and float(size) > 0:
+            sent.setdefault(index[src], []).append(float(size))
+            received.setdefault(index[dst], []).append(float(size))
+    loads = np.zeros((2, len(index)))
+    for row, by_server in ((0, sent), (1, received)):
+        for i, sizes in by_server.items():
+            loads[row, i] = math.fsum(sizes)  # exact sums
+    cap = np.full((2, len(index)), np.inf)
+    for row, ports in ((0, egress), (1, ingress)):
+        for server, c in ports.items():
+            cap[row, index[server]] = float(c)
+    return float(o3_gamma_of_loads(loads[0], loads[1], cap[0], cap[1]))
+
+
+def o3_gamma_of_loads(sent, recv, egress, ingress) -> np.ndarray:
+    """Eq. (26) from per-server loads: Gamma~ = max(max_i sent_i / U^E_i, max_j recv_j / U^I_j), seconds;
+    ``sent[..., i]``: a coflow's bytes leaving server i, ``recv[..., j]``: entering server j (over the
+    last axis, one coflow per row); ``egress``, ``ingress``: per-server capacities (bytes/s)."""
+    return np.maximum((sent / egress).max(axis=-1), (recv / ingress).max(axis=-1))
+
+
+def o3_gamma(src, dst, nbytes, egress, ingress, cf=None, n_coflows: int = 1) -> np.ndarray:
+    """Gamma~ (eq. 26), seconds, of every coflow: flow k of coflow ``cf[k]`` (0 <= cf < ``n_coflows``;
+    None: all of coflow 0) sends ``nbytes[k]`` bytes from server ``src[k]`` to server ``dst[k]``
+    (indices into the per-server capacity arrays ``egress`` and ``ingress``, bytes/s). Same-server
+    flows are left out; a coflow without fabric bytes gets 0. A server's bytes are summed in flow
+    order."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    v = np.asarray(nbytes, dtype=float)
+    cf = np.zeros(src.size, dtype=np.int64) if cf is None else np.asarray(cf)
+    c, n = n_coflows, len(egress)
+    net = src != dst
+    sent = np.bincount(cf[net] * n + src[net], weights=v[net], minlength=c * n).reshape(c, n)
+    recv = np.bincount(cf[net] * n + dst[net], weights=v[net], minlength=c * n).reshape(c, n)
+    if c == 0:
+        return np.zeros(0)
+    return o3_gamma_of_loads(sent, recv, egress, ingress)
+
+
+def o3_rates(src, dst, nbytes, egress, ingress, cf=None, n_coflows: int = 1,
+             intra_rate: float = math.inf) -> np.ndarray:
+    """b = V / Gamma~ (eq. 27), bytes/s, of every flow (arguments as :func:`o3_gamma`): all fabric
+    flows of a coflow finish together at its Gamma~; same-server flows get ``intra_rate``."""
+    src, dst = np.asarray(src), np.asarray(dst)
+    v = np.asarray(nbytes, dtype=float)
+    cf = np.zeros(src.size, dtype=np.int64) if cf is None else np.asarray(cf)
+    gamma = o3_gamma(src, dst, v, egress, ingress, cf, n_coflows)
+    net = src != dst
+    rates = np.full(v.size, float(intra_rate))
+    rates[net] = v[net] / gamma[cf[net]]
+    return rates

@@ -48,6 +48,13 @@ class StageTime:
         return self.comp + self.comm + self.allreduce
 
 
+def ring_allreduce_bytes(param_bytes, k):
+    """Bytes each replica sends in a ring all-reduce of ``param_bytes`` over ``k`` replicas:
+    2(k-1)h/k (reduce-scatter then all-gather, 2(k-1) steps of h/k; A-SRPT eq. (6)'s volume).
+    ``k`` may be an array (one volume per k)."""
+    return 2.0 * (k - 1) * param_bytes / k
+
+
 def asrpt_stage_times(
     job: Job,
     counts: Mapping[int, Sequence[int]],
@@ -98,7 +105,7 @@ def asrpt_stage_times(
             comm = g * (e_in + e_out) / b_inter + (l_in + l_out) / b_intra
             ar = 0.0
             if k[s] > 1:
-                vol = 2.0 * (k[s] - 1) * p.param_bytes / k[s]
+                vol = ring_allreduce_bytes(p.param_bytes, k[s])
                 ar = vol / ((xs / g) * b_inter) if xs < k[s] else vol / b_intra
             out.append(StageTime(m, s, comp, comm, allreduce_coef * ar))
     return out

@@ -11,6 +11,7 @@ from raytestbed.data.catalogue import Dataset
 from raytestbed.data.fetch import fetch, file_state, verify
 from raytestbed.data.store import ENV_VAR, data_dirs, fetch_dir
 from raytestbed.errors import DataError
+from raytestbed.results.tables import text_table
 
 
 def _mb(n: int) -> str:
@@ -34,8 +35,6 @@ def _where(ds: Dataset, dirs: list[Path]) -> str:
 
 
 def _cmd_list(args) -> int:
-    from raytestbed.cli import _table
-
     dirs = data_dirs()
     print(f"data folder (fetch writes here): {fetch_dir()}" + ("" if os.environ.get(ENV_VAR) else
                                                                  f"  (set ${ENV_VAR} to use another)"))
@@ -45,7 +44,7 @@ def _cmd_list(args) -> int:
     rows = [{"dataset": ds.name, "size": _mb(ds.size), "files": len(ds.files), "present": _where(ds, dirs)}
             for ds in sets.values()]
     print()
-    print(_table(rows, ["dataset", "size", "files", "present"]))
+    print(text_table(rows, ["dataset", "size", "files", "present"]))
     for ds in sets.values():
         print(f"\n{ds.name}: {ds.title}\n  origin:  {ds.origin}\n  licence: {ds.licence}\n  used by: {ds.used_by}")
     print("\nget one with: raytestbed data fetch NAME (or --from DIR / --from URL: a copy of the data folder)")

@@ -16,7 +16,9 @@ from typing import Any
 import pandas as pd
 
 from raytestbed.errors import RaytestbedError
-from raytestbed.experiments.papers import Figure, figures, md_table, papers, workloads
+from raytestbed.experiments.papers import figures, papers, workloads
+from raytestbed.experiments.papers.figure import Figure
+from raytestbed.results.tables import md_table
 from raytestbed.experiments.runner import failure_lines, run_sweep
 
 

@@ -22,7 +22,7 @@ from scipy import stats  # noqa: E402
 from raytestbed.experiments.cell import finished_summary  # noqa: E402
 from raytestbed.experiments.spec import Cell, Sweep, safe_name  # noqa: E402
 from raytestbed.results.records import SUMMARY_KEYS  # noqa: E402
-from raytestbed.results.report import md_table  # noqa: E402
+from raytestbed.results.tables import md_table  # noqa: E402
 
 #: columns that measure this machine's wall clock, not the schedule (differ between runs)
 WALL_CLOCK = ("wall_s", "decision_time_p50_s", "decision_time_p99_s", "emulation")

@@ -30,12 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from raytestbed.network import RTOL
+
 __all__ = ["RateAllocator", "UnknownFlowError", "UnknownLinkError", "max_min_rates"]
-
-#: Relative tolerance: a link whose unused capacity is at most
-#: ``RTOL * C_l`` counts as saturated, a flow within ``RTOL`` of its cap as capped.
-RTOL = 1e-12
-
 
 class UnknownLinkError(ValueError, KeyError):
     """A link id that was never added (catchable as ValueError or KeyError)."""

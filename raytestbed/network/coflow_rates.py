@@ -6,8 +6,9 @@ Rates are bytes/s, volumes bytes, times seconds.
 * :class:`~raytestbed.core.flows.Flows` (from ``view.flows()``): the active coflows as
   arrays (flow ids, coflow index, src/dst server, remaining and total bytes, link
   incidences); :class:`~raytestbed.core.flows.LinkIndex` numbers the links.
-* :func:`o3_rates`: every coflow's stand-alone optimum O3 on its remaining
-  bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27); :func:`o3_scaled_rates`
+* :func:`coflow_gamma`, :func:`coflow_o3_rates`: every coflow's stand-alone optimum O3 on its
+  remaining bytes, Gamma~ (eq. 26) and b = V / Gamma~ (eq. 27): the closed form of
+  :mod:`raytestbed.core.o3` on the table's arrays; :func:`o3_scaled_rates`
   times a per-coflow share (Parrot Alg. 1 S7-9: W_l / sum W).
 * :func:`global_factor`: Alg. 1 S10, the largest common factor phi that keeps
   every link within capacity, phi = min_{l: L_l > 0} C_l / L_l.
@@ -26,38 +27,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from raytestbed.core.flows import MIN_BYTES, Flows, FlowTable, LinkIndex  # noqa: F401 (re-exported)
+from raytestbed.core.flows import Flows, LinkIndex
+from raytestbed.core.o3 import o3_gamma, o3_rates
 from raytestbed.network.allocator import max_min_rates
 
 #: relative slack below which a link counts as saturated
 SATURATED_RTOL = 1e-9
-def o3_gamma(flows: Flows, links: LinkIndex, nbytes: np.ndarray | None = None) -> np.ndarray:
-    """Gamma~ of every coflow on its remaining bytes (eq. 26), seconds; 0 if it has no fabric flow.
-    ``nbytes``: per-flow bytes to use instead of the remaining ones (e.g. ``flows.total``)."""
-    c, n = flows.n_coflows, links.n_servers
-    net = flows.src != flows.dst
-    cf, rem = flows.cf[net], (flows.remaining if nbytes is None else nbytes)[net]
-    sent = np.bincount(cf * n + flows.src[net], weights=rem, minlength=c * n).reshape(c, n)
-    recv = np.bincount(cf * n + flows.dst[net], weights=rem, minlength=c * n).reshape(c, n)
-    if c == 0:
-        return np.zeros(0)
-    return np.maximum((sent / links.egress).max(axis=1), (recv / links.ingress).max(axis=1))
+def coflow_gamma(flows: Flows, links: LinkIndex, nbytes: np.ndarray | None = None) -> np.ndarray:
+    """Gamma~ (eq. 26, :func:`raytestbed.core.o3.o3_gamma`) of every coflow of the table on its remaining
+    bytes, seconds; 0 if it has no fabric flow. ``nbytes``: per-flow bytes to use instead of the remaining
+    ones (e.g. ``flows.total``)."""
+    return o3_gamma(flows.src, flows.dst, flows.remaining if nbytes is None else nbytes, links.egress,
+                    links.ingress, flows.cf, flows.n_coflows)
 
 
-def o3_rates(flows: Flows, links: LinkIndex) -> np.ndarray:
-    """b^(O3) = V / Gamma~ (eq. 27) of every flow on its remaining bytes, bytes/s; intra-server flows
-    get intra_bps."""
-    gamma = o3_gamma(flows, links)
-    net = flows.src != flows.dst
-    rates = np.full(flows.remaining.size, links.intra_bps)
-    rates[net] = flows.remaining[net] / gamma[flows.cf[net]]
-    return rates
+def coflow_o3_rates(flows: Flows, links: LinkIndex) -> np.ndarray:
+    """b^(O3) = V / Gamma~ (eq. 27, :func:`raytestbed.core.o3.o3_rates`) of every flow of the table on its
+    remaining bytes, bytes/s; intra-server flows get intra_bps."""
+    return o3_rates(flows.src, flows.dst, flows.remaining, links.egress, links.ingress, flows.cf,
+                    flows.n_coflows, links.intra_bps)
 
 
 def o3_scaled_rates(flows: Flows, links: LinkIndex, share: np.ndarray, base: np.ndarray | None = None) -> np.ndarray:
     """b^(O3) (eq. 27) of every flow times its coflow's ``share`` (Alg. 1 S8), bytes/s; intra-server
-    flows keep intra_bps. ``base``: the O3 rates if already computed (:func:`o3_rates`)."""
-    rates = o3_rates(flows, links) if base is None else base.copy()
+    flows keep intra_bps. ``base``: the O3 rates if already computed (:func:`coflow_o3_rates`)."""
+    rates = coflow_o3_rates(flows, links) if base is None else base.copy()
     net = flows.src != flows.dst
     rates[net] *= share[flows.cf[net]]
     return rates
@@ -115,13 +109,13 @@ def priority_fill(flows: Flows, links: LinkIndex, order: list[int], first_only: 
     b_l = the coflow's O3 load on link l (bytes/s). Returns every flow's rate, bytes/s.
     ``first_only``: coflows after the first get rate 0 (the "-wo-WC" baselines).
     ``start``: rates already given (bytes/s); the filling then adds to them within the capacity they leave.
-    ``base``: the flows' O3 rates (:func:`o3_rates`) if the caller has them.
+    ``base``: the flows' O3 rates (:func:`coflow_o3_rates`) if the caller has them.
     ``fast`` (default): every coflow's link loads from one bincount (a coflows x links matrix), the
     sequential loop on Python floats over each coflow's loaded links only, the rates set in one step
     after it; the same operations on the same numbers as the reference (``fast=False``), so the rates
     are identical (``tests/test_parrot.py``)."""
     if base is None:
-        base = o3_rates(flows, links)
+        base = coflow_o3_rates(flows, links)
     net = flows.src != flows.dst
     if start is None:
         rates = np.where(net, 0.0, base)

@@ -49,6 +49,7 @@ import numpy as np
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
+from raytestbed.core.timing import ring_allreduce_bytes
 
 Flow = tuple[int, int, float]  #: (src server, dst server, bytes)
 
@@ -175,7 +176,7 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
     rings: list[Flow] = []
     for s, st in enumerate(job.stages):
         k = st.replicas
-        rings += _ring(srv[s], 2.0 * (k - 1) * st.profile.param_bytes / k)
+        rings += _ring(srv[s], ring_allreduce_bytes(st.profile.param_bytes, k))
         if s + 1 < job.num_stages:
             per_pair = st.profile.out_bytes / (k * job.stages[s + 1].replicas)
             for a in srv[s]:

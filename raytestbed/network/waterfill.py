@@ -9,7 +9,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from raytestbed.network.allocator import RTOL
+from raytestbed.network import RTOL
 
 
 @numba.njit(cache=True)

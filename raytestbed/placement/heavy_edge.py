@@ -38,6 +38,7 @@ from functools import lru_cache
 
 from raytestbed.core.job import AllReduceKind, Job, Stage
 from raytestbed.core.placement import Placement
+from raytestbed.core.timing import ring_allreduce_bytes
 
 Vertex = tuple[int, int]  #: (stage s, replica r), both 0-based
 
@@ -126,7 +127,7 @@ def _graph(stages: tuple[Stage, ...], allreduce: AllReduceKind) -> JobGraph:
         if k < 2 or h <= 0:
             continue
         if allreduce is AllReduceKind.RING:
-            x = 2.0 * (k - 1) * h / k
+            x = ring_allreduce_bytes(h, k)
             pairs = {tuple(sorted((r, (r + 1) % k))) for r in range(k)}  # k = 2: one edge
             for a, b in sorted(pairs):
                 add((s, a), (s, b), x)

@@ -36,7 +36,7 @@ from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import lil_matrix
 
 from raytestbed.core.job import Job
-from raytestbed.core.timing import Mapper, asrpt_iteration_time
+from raytestbed.core.timing import Mapper, asrpt_iteration_time, ring_allreduce_bytes
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def solve_placement_ilp(job: Job, capacities: Sequence[int], g: int, b_inter: fl
     def ar(s: int, v: int) -> float:
         if k[s] <= 1:
             return 0.0
-        vol = 2.0 * (k[s] - 1) * job.stages[s].profile.param_bytes / k[s]
+        vol = ring_allreduce_bytes(job.stages[s].profile.param_bytes, k[s])
         return allreduce_coef * (vol / ((v / g) * b_inter) if v < k[s] else vol / b_intra)
 
     # ---- variables: z[m,s,v] then alpha

@@ -24,6 +24,7 @@ underflows to 0. Scores are always computed with the true mu.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,12 +127,19 @@ class JobUtility:
             out = np.where(A >= 0, upper, lower) + np.log(self.lambda1)
             return np.where(B > A, out, -np.inf)
 
-    def increments(self, worker_slots: float, q: int) -> tuple[float, ...]:
-        """pi_kappa for kappa = 1..q given z (worker-slots so far)."""
+    def slot_ring_sizes(self, worker_slots: float, n_max: int) -> int:
+        """q_i: the largest ring a job with ``worker_slots`` of progress (z) can use in a slot, at most
+        ``n_max`` and at most the worker-slots left of its budget (at least 1)."""
+        return min(n_max, max(1, math.floor(self.budget / self.zeta - worker_slots + 1e-9)))
+
+    def slot_gains(self, worker_slots: float, q: int, envelope: bool = False) -> np.ndarray:
+        """pi_kappa for kappa = 1..q (GADGET §V-C): the utility gained by running kappa workers for one
+        slot from z = ``worker_slots`` of progress, mu(min(x + zeta kappa, F)) - mu(x) with x = zeta z
+        (never below 0); ``envelope``: on mu's concave envelope (:meth:`mu_envelope`)."""
         x = self.zeta * worker_slots
         k = np.arange(1, q + 1)
-        pi = np.asarray(self.mu(x + self.zeta * k)) - self.mu(x)
-        return tuple(float(max(p, 0.0)) for p in np.atleast_1d(pi))
+        mu = self.mu_envelope if envelope else self.mu
+        return np.maximum(np.atleast_1d(mu(np.minimum(x + self.zeta * k, self.budget))) - mu(x), 0.0)
 
 
 @functools.lru_cache(maxsize=65536)

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytestbed.results.report import md_table
+from raytestbed.results.tables import md_table
 from raytestbed.results.writer import policy_folder
 
 

@@ -19,26 +19,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from raytestbed.results.tables import md_table  # noqa: E402
 from raytestbed.results.writer import policy_folder  # noqa: E402
 
 SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s",
                 "median_jct_s", "makespan_s", "gpu_utilisation", "total_utility", "avg_cct_s", "p95_cct_s",
                 "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
-
-
-def _fmt(v, digits: int = 4) -> str:
-    if isinstance(v, float):
-        return f"{v:.{digits}g}"
-    return "-" if v is None else str(v).replace("|", "\\|")  # a '|' (in a placement) stays in its cell
-
-
-def md_table(df: pd.DataFrame, digits: int = 4) -> str:
-    """A Markdown table of ``df`` (floats to ``digits`` significant digits, None as -): the one table writer."""
-    cols = [str(c) for c in df.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    for _, r in df.iterrows():
-        lines.append("| " + " | ".join(_fmt(v, digits) for v in r) + " |")
-    return "\n".join(lines)
 
 
 def _jct_cdf(ax, jobs: pd.DataFrame, label: str) -> None:

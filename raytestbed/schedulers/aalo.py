@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from raytestbed.core.flows import Flows, LinkIndex
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
-from raytestbed.network.coflow_rates import Flows, LinkIndex, fill_residual, port_share_rates, priority_fill
+from raytestbed.network.coflow_rates import fill_residual, port_share_rates, priority_fill
 from raytestbed.schedulers.base import register_policy
 from raytestbed.schedulers.coflow_base import FILL_RESIDUAL_DEFAULT, CoflowPolicy
 

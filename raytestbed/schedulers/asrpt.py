@@ -65,18 +65,18 @@ from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, least_available, most_available
 from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
-from raytestbed.schedulers.base import (
+from raytestbed.core.events import (
     Decision,
     Event,
     IterationMeasured,
     JobArrived,
     JobFailed,
     JobFinished,
-    Policy,
     StartJob,
     WakeUp,
-    register_policy,
 )
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import register_policy
 from raytestbed.schedulers.fifo import random_ps_servers
 
 _REL_EPS = 1e-9

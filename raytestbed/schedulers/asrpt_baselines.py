@@ -29,7 +29,9 @@ from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, most_available
 from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
-from raytestbed.schedulers.base import Decision, Event, JobArrived, JobFailed, JobFinished, Policy, StartJob, register_policy
+from raytestbed.core.events import Decision, Event, JobArrived, JobFailed, JobFinished, StartJob
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import register_policy
 from raytestbed.schedulers.fifo import random_ps_servers
 
 

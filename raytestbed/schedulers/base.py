@@ -1,8 +1,9 @@
-"""Policy registry, and the one import for policy authors.
+"""The policy registry.
 
 The policy interface lives in :mod:`raytestbed.core` (events and decisions in
 :mod:`raytestbed.core.events`, the :class:`Policy` base class in
-:mod:`raytestbed.core.policy`); this module re-exports them and keeps the registry.
+:mod:`raytestbed.core.policy`); a user imports all of it from ``raytestbed``
+(:mod:`raytestbed.api`), the package's own policies from ``core``.
 
 To add a policy to the package: write one module in ``raytestbed/schedulers/`` with a
 subclass of :class:`Policy` decorated by :func:`register_policy`; it is then available to
@@ -17,27 +18,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from raytestbed.core.decisions import job_for_placement  # noqa: F401  (re-export)
-from raytestbed.core.events import (  # noqa: F401  (re-export)
-    CoflowFinished,
-    CoflowStarted,
-    Decision,
-    Event,
-    Fault,
-    IterationMeasured,
-    JobArrived,
-    JobFailed,
-    JobFinished,
-    JobStarted,
-    Preempt,
-    Resize,
-    ServerLost,
-    SetFlowRates,
-    SetFlowWeights,
-    StartJob,
-    Tick,
-    WakeUp,
-)
 from raytestbed.core.policy import Policy
 from raytestbed.errors import PluginError, PolicyError
 from raytestbed.plugins import Registry

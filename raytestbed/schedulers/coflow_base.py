@@ -29,16 +29,9 @@ import numpy as np
 from raytestbed.core.flows import FlowRates
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
-from raytestbed.network.coflow_rates import Flows, FlowTable, LinkIndex
-from raytestbed.schedulers.base import (
-    CoflowFinished,
-    CoflowStarted,
-    Decision,
-    Event,
-    Policy,
-    SetFlowRates,
-    Tick,
-)
+from raytestbed.core.flows import Flows, FlowTable, LinkIndex
+from raytestbed.core.events import CoflowFinished, CoflowStarted, Decision, Event, SetFlowRates, Tick
+from raytestbed.core.policy import Policy
 
 #: Default of ``fill_residual`` for every coflow policy (Parrot, Aalo, LCCF): no weighted max-min
 #: pass over the capacity the paper's rules leave (an extension); Aalo/LCCF fill

@@ -9,15 +9,9 @@ have been given another weight by an earlier policy decision).
 from __future__ import annotations
 
 from raytestbed.core.state import ClusterView
-from raytestbed.schedulers.base import (
-    Decision,
-    Event,
-    JobFinished,
-    JobStarted,
-    Policy,
-    SetFlowWeights,
-    register_policy,
-)
+from raytestbed.core.events import Decision, Event, JobFinished, JobStarted, SetFlowWeights
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import register_policy
 
 
 @register_policy

@@ -20,15 +20,9 @@ from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import PolicyError
-from raytestbed.schedulers.base import (
-    Decision,
-    Event,
-    JobArrived,
-    JobFailed,
-    Policy,
-    StartJob,
-    register_policy,
-)
+from raytestbed.core.events import Decision, Event, JobArrived, JobFailed, StartJob
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import register_policy
 
 
 def first_fit(job: Job, pool: FreePool) -> list[tuple[int, list[int]]] | None:

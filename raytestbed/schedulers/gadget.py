@@ -44,7 +44,6 @@ jobs handed to the solver per slot to those with the largest pi/kappa.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import numpy as np
@@ -122,12 +121,10 @@ class GadgetPolicy(SlottedRingPolicy):
             if rem <= 1e-9:
                 continue
             n = int(job.extra.get("N", job.max_workers or job.gpus))
-            q = min(n, max(1, math.floor(rem + 1e-9)), total)
+            q = u.slot_ring_sizes(z, min(n, total))
             x = u.zeta * z
             k = np.arange(1, q + 1)
-            mu = u.mu_envelope if self.envelope else u.mu
-            pi = np.maximum(np.asarray(mu(np.minimum(x + u.zeta * k, u.budget))) - mu(x), 0.0)
-            pi = np.atleast_1d(pi) + self.tie_break * k
+            pi = u.slot_gains(z, q, self.envelope) + self.tie_break * k
             log_pi: tuple[float, ...] = ()
             if self._order_tiny and pi.max() <= self.pi_tol:
                 log_pi = tuple(float(v) for v in np.atleast_1d(u.log_gain(x, np.minimum(x + u.zeta * k, u.budget))))

@@ -43,19 +43,19 @@ import numpy as np
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView
-from raytestbed.schedulers.base import (
+from raytestbed.core.events import (
     Decision,
     Event,
     JobArrived,
     JobFailed,
     JobFinished,
-    Policy,
     Preempt,
     ServerLost,
     StartJob,
     Tick,
     WakeUp,
 )
+from raytestbed.core.policy import Policy
 
 #: Gavel's round length, seconds
 GAVEL_ROUND_S = 360.0

@@ -46,14 +46,13 @@ import math
 
 import numpy as np
 
+from raytestbed.core.flows import Flows, LinkIndex
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.network.coflow_rates import (
-    Flows,
-    LinkIndex,
+    coflow_o3_rates,
     fill_residual,
     global_factor,
-    o3_rates,
     o3_scaled_rates,
     priority_fill,
     scale_fabric,
@@ -160,7 +159,7 @@ class ParrotPolicy(CoflowPolicy):
             per_job[j] += 1
         cf_w /= np.array([per_job[j] for j in flows.coflow_job], dtype=float)
         share = cf_w / cf_w.sum()
-        base = o3_rates(flows, links)  # b^(O3), eqs. 26-27
+        base = coflow_o3_rates(flows, links)  # b^(O3), eqs. 26-27
         rates = o3_scaled_rates(flows, links, share, base=base)  # S7-9
         phi = global_factor(flows, links, rates)
         if not math.isfinite(phi):

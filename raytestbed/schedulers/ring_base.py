@@ -26,18 +26,8 @@ from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.placement.ring_embedding import RingEmbedding, Substrate, greedy_ring, make_embedding
-from raytestbed.schedulers.base import (
-    Decision,
-    Event,
-    JobArrived,
-    JobFailed,
-    JobFinished,
-    Policy,
-    Preempt,
-    Resize,
-    StartJob,
-    Tick,
-)
+from raytestbed.core.events import Decision, Event, JobArrived, JobFailed, JobFinished, Preempt, Resize, StartJob, Tick
+from raytestbed.core.policy import Policy
 
 
 def job_b(job: Job) -> float:

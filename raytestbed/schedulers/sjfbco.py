@@ -35,17 +35,9 @@ from raytestbed.core.timing import SjfbcoParams
 from raytestbed.errors import PolicyError
 from raytestbed.placement.sjfbco_plan import Plan, RunningInfo, SjfbcoPlanner, plan_with_growing_horizon
 from raytestbed.placement.sjfbco_trial import PlanContext
-from raytestbed.schedulers.base import (
-    Decision,
-    Event,
-    JobArrived,
-    JobFailed,
-    Policy,
-    ServerLost,
-    StartJob,
-    Tick,
-    register_policy,
-)
+from raytestbed.core.events import Decision, Event, JobArrived, JobFailed, ServerLost, StartJob, Tick
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import register_policy
 
 
 class PlanDispatchPolicy(Policy):

@@ -22,20 +22,20 @@ from collections.abc import Sequence
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.state import ClusterView
-from raytestbed.schedulers.base import (
+from raytestbed.core.events import (
     Decision,
     Event,
     JobArrived,
     JobFailed,
     JobFinished,
-    Policy,
     Preempt,
     ServerLost,
     StartJob,
     Tick,
     WakeUp,
-    register_policy,
 )
+from raytestbed.core.policy import Policy
+from raytestbed.schedulers.base import register_policy
 
 
 @register_policy

@@ -32,15 +32,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from raytestbed.core.flows import Flows, LinkIndex
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.network.coflow_rates import (
-    Flows,
-    LinkIndex,
+    coflow_gamma,
+    coflow_o3_rates,
     greedy_backfill,
     link_loads,
-    o3_gamma,
-    o3_rates,
     port_share_together,
     priority_fill,
 )
@@ -76,9 +75,9 @@ class VarysPolicy(CoflowPolicy):
     def sebf_order(self, flows: Flows, links: LinkIndex, view: ClusterView) -> list[int]:
         """Coflow indices in SEBF order (ascending Gamma, then job arrival, then coflow id)."""
         if self.sebf_bytes == "total":
-            gamma = o3_gamma(flows, links, flows.total)
+            gamma = coflow_gamma(flows, links, flows.total)
         else:
-            gamma = o3_gamma(flows, links)
+            gamma = coflow_gamma(flows, links)
         running = view.running
         arrival = [running[j].job.arrival_s for j in flows.coflow_job]
         g = gamma.tolist()
@@ -86,7 +85,7 @@ class VarysPolicy(CoflowPolicy):
 
     def compute_rates(self, flows: Flows, links: LinkIndex, view: ClusterView) -> np.ndarray:
         order = self.sebf_order(flows, links, view)
-        base = o3_rates(flows, links)
+        base = coflow_o3_rates(flows, links)
         rates = priority_fill(flows, links, order, fast=self.fast_path, base=base)
         if not self.backfill:
             return rates

@@ -45,7 +45,7 @@ from raytestbed.core.placement import Placement
 from raytestbed.core.timing import IterationModel, AsrptModel
 from raytestbed.core.gpu_types import GpuSpeeds, TypedModel
 from raytestbed.errors import PolicyError
-from raytestbed.core.o3 import o3_cct_arrays
+from raytestbed.core.o3 import o3_gamma
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
 from raytestbed.sim.flownet import FlowNet
 from raytestbed.sim.pipeline_workers import WorkerRun, uses_workers
@@ -410,7 +410,7 @@ class Simulator(EventCore):
         src, dst, nbytes = traffic.coflow_arrays(run.cycle, idx)
         same = src == dst
         intra = float((nbytes[same] * q / self.cluster.intra_bps).max()) if same.any() else 0.0
-        self._add_lower_bound(jid, max(intra, q * o3_cct_arrays(src, dst, nbytes, self._egress, self._ingress)))
+        self._add_lower_bound(jid, max(intra, q * float(o3_gamma(src, dst, nbytes, self._egress, self._ingress)[0])))
         total = self._net.add_coflow(jid, cf_id, src, dst, nbytes * q, self.state.now)
         self.emit_settled(CoflowStarted(self.state.now, jid, cf_id, total))
 

@@ -1,5 +1,6 @@
 """Benchmarks over library code, run as ``raytestbed bench NAME [options]`` (results: docs/benchmarks.md).
 
+* ``emu``: the emulator's results and speed under host load (:mod:`.emu`);
 * ``sweep``: a sweep in one process vs on a 2-node Ray cluster (:mod:`.sweep`);
 * ``placement``: Heavy-Edge vs the optimal placement ILP, A-SRPT Table II (:mod:`.placement`);
 * ``sim``: the simulator on 150,000 synthetic jobs (:mod:`.sim`);
@@ -15,10 +16,8 @@
 * ``asrpt-testbed``: the A-SRPT testbed study (§V-A, Fig. 5) on the emulator (:mod:`.asrpt_testbed`);
 * ``profile-load``: profiles of the model presets quiet and beside busy processes (:mod:`.profile_load`);
 * ``wcs-orders``: when ``wcs-duration`` and ``wcs-workload`` can decide differently (:mod:`.wcs_orders`).
-
-``emu`` (the emulator under host load) lives with the emulator (:mod:`raytestbed.emu.bench`).
 """
 
-NAMES = ("sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
+NAMES = ("emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
          "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders",
          "profile-load")

@@ -27,10 +27,12 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
 from raytestbed.resources import package_root
 from raytestbed.config import ClusterConfig, ServerGroup
 from raytestbed.core.job import admit_in_epochs
+from raytestbed.results.tables import md_table
 from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
 from raytestbed.traces.registry import load_workload
@@ -130,11 +132,10 @@ def main(argv: list[str] | None = None) -> int:
                         for c in sorted(ours):
                             w.writerow([c, repr(ours[c][0]), repr(ours[c][1]), ours[c][2]])
     print("\nVarys bins (count, avg CCT s, avg slowdown = CCT / stand-alone optimum):\n")
-    print("| rate Gbit/s | ours | epoch s | SN | LN | SW | LW |")
-    print("|---|---|---|---|---|---|---|")
-    for gbps, name, epoch, by in bins_rows:
-        cells = [f"{by[b][0]}: {by[b][1]:.3g} s, x{by[b][2]:.2f}" if b in by else "-" for b in ("SN", "LN", "SW", "LW")]
-        print(f"| {gbps:g} | {name} | {epoch:g} | " + " | ".join(cells) + " |")
+    print(md_table(pd.DataFrame([
+        {"rate Gbit/s": f"{gbps:g}", "ours": name, "epoch s": f"{epoch:g}",
+         **{b: f"{by[b][0]}: {by[b][1]:.3g} s, x{by[b][2]:.2f}" if b in by else "-" for b in ("SN", "LN", "SW", "LW")}}
+        for gbps, name, epoch, by in bins_rows], columns=["rate Gbit/s", "ours", "epoch s", "SN", "LN", "SW", "LW"])))
     for title, rows, mean_gap in gaps:
         print(f"\n{title}: mean per-coflow gap {mean_gap:+.3f} s; largest gaps (coflow, ours s, CoflowSim s, bin):")
         for c, x, y, b in rows:

@@ -34,12 +34,9 @@ def slot_instance(cluster, n_jobs: int, seed: int, tie_break: float = 1e-6) -> l
     out = []
     for j in jobs:
         u = job_utility(j)
-        budget = u.budget / u.zeta
-        z = float(rng.integers(0, max(1, math.floor(budget))))
-        q = min(int(j.extra["N"]), max(1, math.floor(budget - z + 1e-9)))
-        k = np.arange(1, q + 1)
-        x = u.zeta * z
-        pi = np.maximum(np.atleast_1d(u.mu(np.minimum(x + u.zeta * k, u.budget))) - u.mu(x), 0) + tie_break * k
+        z = float(rng.integers(0, max(1, math.floor(u.budget / u.zeta))))
+        q = u.slot_ring_sizes(z, int(j.extra["N"]))
+        pi = u.slot_gains(z, q) + tie_break * np.arange(1, q + 1)
         out.append(SlotJob(j.job_id, tuple(float(p) for p in pi), j.extra["b_bps"], j.extra["mem_gb"]))
     return out
 

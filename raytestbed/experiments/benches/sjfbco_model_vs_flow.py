@@ -41,15 +41,10 @@ from raytestbed.config import load_cluster  # noqa: E402
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile  # noqa: E402
 from raytestbed.core.timing import SjfbcoModel, SjfbcoParams  # noqa: E402
 from raytestbed.core.placement import Placement  # noqa: E402
-from raytestbed.schedulers.base import (  # noqa: E402
-    IterationMeasured,
-    JobArrived,
-    JobFinished,
-    JobStarted,
-    Policy,
-    StartJob,
-    make_policy,
-)
+from raytestbed.core.events import IterationMeasured, JobArrived, JobFinished, JobStarted, StartJob  # noqa: E402
+from raytestbed.core.policy import Policy  # noqa: E402
+from raytestbed.results.tables import md_table  # noqa: E402
+from raytestbed.schedulers.base import make_policy  # noqa: E402
 from raytestbed.sim.engine import Simulator  # noqa: E402
 from raytestbed.traces.datadir import find_data_dir  # noqa: E402
 from raytestbed.traces.sjfbco_workload import PHILLY_FILE, SjfbcoWorkloadParams, sjfbco_jobs  # noqa: E402
@@ -163,14 +158,6 @@ def summarize(df: pd.DataFrame, alphas: list[float]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def md_table(df: pd.DataFrame) -> str:
-    """A Markdown table; floats with 3 decimals."""
-    out = ["| " + " | ".join(map(str, df.columns)) + " |", "|" + "---|" * len(df.columns)]
-    for _, row in df.iterrows():
-        out.append("| " + " | ".join(f"{v:+.3f}" if isinstance(v, float) else str(v) for v in row) + " |")
-    return "\n".join(out)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default=str(Path("results") / "sjfbco_model_vs_flow"))
@@ -239,7 +226,7 @@ def main(argv=None) -> int:
         "Relative error (estimate - flow) / flow of the whole iteration (err_*) and of its communication "
         "part (comm_err_*), as fractions:",
         "",
-        md_table(summ),
+        md_table(summ.map(lambda v: f"{v:+.3f}" if isinstance(v, float) else v)),
     ]
     (out / "model_vs_flow.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     print("\n".join(lines))

@@ -35,7 +35,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytestbed.experiments.papers import TRIALS, Claim, Figure, md_table
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure
+from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 
 TRIAL = TRIALS / "gadget.yaml"
@@ -176,13 +177,8 @@ def small_slot(cluster, n_jobs: int, seed: int, family: str = "sigmoid"):
     out = []
     for j in jobs:
         u = job_utility(j)
-        budget = u.budget / u.zeta
-        z = float(rng.integers(0, max(1, math.floor(budget))))
-        q = min(int(j.extra["N"]), max(1, math.floor(budget - z + 1e-9)))
-        x = u.zeta * z
-        k = np.arange(1, q + 1)
-        mu = u.mu_envelope if family == "envelope" else u.mu
-        pi = np.maximum(np.atleast_1d(mu(np.minimum(x + u.zeta * k, u.budget))) - mu(x), 0.0)
+        z = float(rng.integers(0, max(1, math.floor(u.budget / u.zeta))))
+        pi = u.slot_gains(z, u.slot_ring_sizes(z, int(j.extra["N"])), envelope=family == "envelope")
         out.append(SlotJob(j.job_id, tuple(float(p) for p in pi), j.extra["b_bps"], j.extra["mem_gb"]))
     return c, out
 

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from raytestbed.experiments.papers import TRIALS, Claim, Figure, cell_jobs, md_table
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs
+from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 
 TRIAL = TRIALS / "parrot_ms60.yaml"

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from raytestbed.experiments.papers import TRIALS, Claim, Figure, cell_jobs, md_table, shape
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, shape
+from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 
 TRIAL = TRIALS / "sjfbco_paper.yaml"

@@ -1,0 +1,76 @@
+"""What a paper's figure is (:class:`Figure`, its :class:`Claim` objects) and the helpers its module uses
+to turn a sweep's results into our numbers beside the paper's; the paper modules import it, the
+registry (:mod:`raytestbed.experiments.papers`) lists them."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from raytestbed.experiments.spec import Sweep
+from raytestbed.resources import package_dir
+
+#: The trial files the figures start from (``workloads/trials/``).
+TRIALS = package_dir("trials")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper's figure and how to check ours against it.
+
+    ``check(table, folder) -> (ours, verdict)``: our number(s) as a short text, and the verdict
+    (``reproduced``, ``partly: why`` or ``not reproduced: why``) from the figure's ``sweep.csv``.
+    """
+
+    text: str
+    check: Callable[[pd.DataFrame, Path], tuple[str, str]]
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure (or table) of a paper.
+
+    ``sweep(quick)``: the figure's sweep; ``ours(table, folder)``: Markdown lines with our
+    numbers, from the figure's ``sweep.csv`` (``table``) and sweep folder. ``run(folder, quick)``
+    replaces both for a figure that is not a simulation sweep (it writes its own files and returns
+    the Markdown lines).
+    """
+
+    paper: str
+    id: str
+    title: str
+    claim: str
+    sweep: Callable[[bool], Sweep] | None = None
+    ours: Callable[[pd.DataFrame, Path], list[str]] | None = None
+    run: Callable[[Path, bool], list[str]] | None = None
+    default: bool = True  #: run by ``raytestbed reproduce PAPER`` without ``--fig``
+    quick_note: str = ""  #: what ``--quick`` leaves out or shrinks
+    claims: tuple[Claim, ...] = ()
+
+
+def shape(values: list[float], tol: float = 1e-6) -> str:
+    """Sequence of moves (drop / rise) of a curve, flat steps merged."""
+    moves: list[str] = []
+    for a, b in zip(values, values[1:]):
+        if b < a - tol:
+            m = "drop"
+        elif b > a + tol:
+            m = "rise"
+        else:
+            continue
+        if not moves or moves[-1] != m:
+            moves.append(m)
+    return ", ".join(moves) if moves else "flat"
+
+
+def cell_jobs(folder: Path, table: pd.DataFrame) -> pd.DataFrame:
+    """Every cell's ``jobs.csv`` rows with a ``cell`` column (``folder``: the sweep folder; merge on ``cell``)."""
+    frames = []
+    for cell in table["cell"]:
+        j = pd.read_csv(folder / "cells" / cell / "jobs.csv")
+        j["cell"] = cell
+        frames.append(j)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
