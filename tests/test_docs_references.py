@@ -10,7 +10,8 @@ README.md and every Markdown file under docs/ are read. Checked:
   own files written without ``raytestbed/``, e.g. ``sim/flownet.py``) exists; paths under
   ``results/`` and ``OUT/`` and the ``--out`` of a command are written by commands and are exempt,
   as are placeholders (``TRIAL.yaml``, ``*``);
-* every Markdown link to a file of the repository points at an existing file and heading;
+* every Markdown link to a file of the repository points at an existing file and heading, and every
+  section cited as ``docs/x.md, "Heading"`` is a heading of that page;
 * docs/ holds under 1 MB of non-Markdown (generated) files, no dated runs (no ISO dates) and no
   paths of one machine (/work/, /home/, /tmp/).
 """
@@ -121,6 +122,20 @@ def broken_links(doc: Path, text: str) -> list[str]:
     return bad
 
 
+def missing_sections(text: str) -> list[str]:
+    """Sections cited as ``docs/x.md, "Heading"`` that no heading of that page contains."""
+    bad = []
+    for m in re.finditer(r"(docs/[\w/]+\.md)`?,\s+\"([^\"]+)\"", text):
+        page = ROOT / m.group(1)
+        if not page.exists():
+            continue  # reported as a missing path
+        headings = [h.replace("`", "") for h in re.findall(r"^#+\s+(.*)$", page.read_text(encoding="utf-8"), re.M)]
+        cited = " ".join(m.group(2).replace("`", "").split())  # a citation may wrap over lines
+        if not any(cited in h for h in headings):
+            bad.append(f'{m.group(1)}, "{m.group(2)}"')
+    return bad
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_command_a_doc_shows_exists(doc):
     assert missing_commands(doc.read_text(encoding="utf-8")) == []
@@ -131,6 +146,7 @@ def test_every_repository_path_a_doc_names_exists(doc):
     text = doc.read_text(encoding="utf-8")
     assert missing_paths(text) == []
     assert broken_links(doc, text) == []
+    assert missing_sections(text) == []
 
 
 @pytest.mark.parametrize("doc", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
@@ -156,3 +172,5 @@ def test_the_checks_fail_on_what_they_guard_against():
     assert missing_commands("`raytestbed run t.yaml`; `make test`; `from raytestbed import api`") == []
     assert broken_links(ROOT / "docs" / "results.md", "[x](benchmarks.md#no-such-heading) [y](gone.md)") == [
         "benchmarks.md#no-such-heading", "gone.md"]
+    assert missing_sections('(docs/benchmarks.md, "No such section"; docs/results.md, "Diagnoses")') == [
+        'docs/benchmarks.md, "No such section"']
