@@ -1,6 +1,6 @@
 """The slotted ring policies (GADGET and its baselines) under realistic timing: every job finishes in the
 flow simulator and on the emulator, the two agree, and a job's worker-iterations are counted alike on
-every backend (workloads/trials/gadget12.yaml; docs/results.md, "GADGET: analytic against flow timing")."""
+every backend (workloads/trials/gadget12.yaml; docs/gadget_timing.md)."""
 
 import math
 from pathlib import Path

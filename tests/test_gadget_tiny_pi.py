@@ -104,7 +104,7 @@ def _slot_job(jid: int, u: JobUtility, z: float, q: int) -> SlotJob:
 
 
 def test_exact_pi_feeds_a_saturated_job_before_a_job_that_crosses_next_slot():
-    """The myopic per-slot objective (10) (docs/reproductions.md GADGET, 4000-job analysis).
+    """The myopic per-slot objective (10) (docs/results.md, "Diagnoses", GADGET).
 
     Job 0 is 300 iterations past lambda3 (mu = lambda1 (1 - e^-60)): 4 more workers gain
     ~e^-60. Job 1 is 800 iterations short of lambda3 with zeta N = 400 per slot: with the 4 GPUs

@@ -263,7 +263,7 @@ def test_vectorised_o3_matches_closed_form_and_highs_lp():
 
 
 def test_paper_wc_factor_idles_disjoint_ports():
-    """Why Parrot trails Aalo on ms60 (docs/reproductions.md, "Parrot"): Alg. 1 S8 shrinks every
+    """Why Parrot trails Aalo on ms60 (docs/results.md, "Diagnoses", Parrot): Alg. 1 S8 shrinks every
     non-inferred coflow to W/sum W of its O3 rate on *every* port, and the single S10 factor is set by
     the inferred job's bottleneck, so jobs that share no port with it still run at 1/27 of line rate."""
     n = 4
@@ -394,7 +394,7 @@ def test_fast_path_same_rates_ps_all_to_all(variant):
 
 
 def test_defaults_are_the_reported_configuration():
-    """The policy defaults are the configuration docs/reproductions.md reports (a departure from spec
+    """The policy defaults are the configuration docs/results.md reports (a departure from spec
     PR-7, see raytestbed/schedulers/parrot.py): Parrot = S10 per coflow in LPCAS order without the
     max-min pass; Aalo / LCCF = greedy priority filling only. Same rates, bit for bit, as the explicit
     parameters, and different rates from the paper-literal S10 and the former default (global factor

@@ -110,7 +110,7 @@ def run_tutorial(folder: Path, text: str, check: bool = True) -> list[str]:
 
 
 # the whole tutorial (simulator, sweeps, an emulated comparison with its Ray start): beside four CPU-bound
-# processes on 2 cores it needs more than the default 300 s (docs/benchmarks.md)
+# processes on 2 cores it needs more than the default 300 s
 @pytest.mark.timeout(900)
 def test_tutorial_runs(tmp_path, monkeypatch):
     pytest.importorskip("ray")

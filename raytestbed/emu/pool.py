@@ -1,7 +1,7 @@
 """The worker pool: long-lived host actors that run the jobs' workers as plain objects.
 
 Creating a Ray actor starts a worker process: ~1 s on a quiet 2-core host, 3-30 s under load
-(docs/benchmarks.md, "Worker pool"). Without the pool every (re)start of a job pays that per stage
+(docs/emulator.md, "Worker pool"). Without the pool every (re)start of a job pays that per stage
 replica, on the trial clock. With the pool, :class:`~raytestbed.emu.cluster.EmuCluster` starts,
 before any trial clock runs,
 

@@ -17,7 +17,7 @@ backends read it as a flow id -> rate mapping.
 
 Defaults of the work-conserving step (:data:`FILL_RESIDUAL_DEFAULT` here, Parrot's
 ``fill_order`` in :mod:`raytestbed.schedulers.parrot`) are the configuration that
-docs/reproductions.md reports: no residual max-min pass for Parrot, Aalo or LCCF.
+docs/results.md reports: no residual max-min pass for Parrot, Aalo or LCCF.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from raytestbed.core.policy import Policy
 
 #: Default of ``fill_residual`` for every coflow policy (Parrot, Aalo, LCCF): no weighted max-min
 #: pass over the capacity the paper's rules leave (an extension); Aalo/LCCF fill
-#: greedily as the paper describes them. The reported configuration (docs/reproductions.md).
+#: greedily as the paper describes them. The reported configuration (docs/results.md).
 FILL_RESIDUAL_DEFAULT = False
 
 

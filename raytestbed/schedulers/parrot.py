@@ -29,7 +29,7 @@ jobs with an active coflow J_Omega (the jobs in a communication phase, §7):
    ``parrot-wo-wc`` skips step 5.
 
 Defaults: ``fill_order: lpcas, fill_residual: false`` = the configuration
-docs/reproductions.md reports (S10 per coflow in LPCAS order; Aalo/LCCF greedy).
+docs/results.md reports (S10 per coflow in LPCAS order; Aalo/LCCF greedy).
 This departs from the paper's literal step 10, which uses the single global factor only:
 on ms60 at 10 Gbps the paper-literal rule runs every non-inferred job at ~1/260
 of its O3 rate and loses ~3.4x to Aalo (2896 vs 845 s total JCT), whereas the
