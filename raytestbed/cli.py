@@ -327,11 +327,32 @@ def _cmd_reproduce(args) -> int:
     return 1 if rep.failed or (results_md is not None and rep.results_md is None) else 0
 
 
+#: ``raytestbed bench NAME``: the benchmarks and studies of the source tree's ``benchmarks/`` folder (one module
+#: each, ``-`` for ``_``; not part of the installed package)
+BENCHMARKS = ("emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
+              "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders", "profile-load")
+
+
+def benchmark_module(name: str) -> str:
+    """The module of ``benchmarks/`` that runs ``raytestbed bench NAME``."""
+    return {"sjfbco-flow": "sjfbco_model_vs_flow"}.get(name, name.replace("-", "_"))
+
+
+def _checkout() -> Path:
+    """The folder above the ``raytestbed`` package: a source checkout's root (or, installed, site-packages)."""
+    return Path(__file__).resolve().parents[1]
+
+
 def _cmd_bench(args) -> int:
     import importlib
 
-    module = {"sjfbco-flow": "sjfbco_model_vs_flow"}.get(args.name, args.name.replace("-", "_"))
-    return importlib.import_module(f"raytestbed.experiments.benches.{module}").main(args.args)
+    checkout = _checkout()
+    if not ((checkout / "benchmarks" / "__init__.py").is_file() and (checkout / "pyproject.toml").is_file()):
+        raise RaytestbedError(f"bench {args.name}: the benchmarks live in a source checkout (its benchmarks/ folder), "
+                              f"not in the installed package; run this command from a checkout of raytestbed")
+    if str(checkout) not in sys.path:
+        sys.path.insert(0, str(checkout))
+    return importlib.import_module(f"benchmarks.{benchmark_module(args.name)}").main(args.args)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -400,14 +421,11 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--seed", type=int, default=0)
     pf.set_defaults(fn=_cmd_profile)
 
-    bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its "
-                        "speed; sweep: a sweep in one process vs on a 2-node Ray cluster; placement, sim, sim-fb, "
-                        "gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, soak-emu, crosscheck-coflowsim, "
-                        "asrpt-testbed, wcs-orders, profile-load: raytestbed/experiments/benches/)")
-    bn.add_argument("name", choices=["emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow",
-                                     "fidelity", "emu-scale", "soak-emu", "crosscheck-coflowsim", "asrpt-testbed",
-                                     "wcs-orders", "profile-load"],
-                    help="which benchmark")
+    bn = sub.add_parser("bench", help="run a benchmark or study of a source checkout's benchmarks/ folder (emu: the "
+                        "emulator's results under host load, and its speed; sweep: a sweep in one process vs on a "
+                        "2-node Ray cluster; placement, sim, sim-fb, gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, "
+                        "soak-emu, crosscheck-coflowsim, asrpt-testbed, wcs-orders, profile-load)")
+    bn.add_argument("name", choices=BENCHMARKS, help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
 

@@ -1,4 +1,4 @@
-"""Benchmark: `raytestbed bench emu-scale [options]` (code: raytestbed/experiments/benches/emu_scale.py).
+"""Benchmark: `raytestbed bench emu-scale [options]` (code: benchmarks/emu_scale.py).
 
 The emulator at scale on this host: 64 emulated GPUs in replay (workloads/trials/parity_realistic.yaml),
 16 computing real PyTorch at once (workloads/trials/scale_real16.yaml, together and one at a time).
@@ -8,7 +8,7 @@ The emulator at scale on this host: 64 emulated GPUs in replay (workloads/trials
 
 import sys
 
-from raytestbed.experiments.benches.emu_scale import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "emu-scale", *sys.argv[1:]]))

@@ -1,4 +1,4 @@
-"""Benchmark: `raytestbed bench fidelity [options]` (code: raytestbed/experiments/benches/fidelity.py; results: docs/benchmarks.md).
+"""Benchmark: `raytestbed bench fidelity [options]` (code: benchmarks/fidelity.py; results: docs/benchmarks.md).
 
 Fidelity of the emulated cluster: measured emulated iteration time vs the analytic model
 (A-SRPT eq. (7) for pipeline jobs, SJF-BCO eq. (8) without contention for ring-all-reduce jobs),
@@ -9,7 +9,7 @@ per model preset, placement and compute mode (replay, real).
 
 import sys
 
-from raytestbed.experiments.benches.fidelity import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "fidelity", *sys.argv[1:]]))

@@ -1,4 +1,4 @@
-"""Benchmark: `raytestbed bench sim-fb [options]` (code: raytestbed/experiments/benches/sim_fb.py; results: docs/benchmarks.md).
+"""Benchmark: `raytestbed bench sim-fb [options]` (code: benchmarks/sim_fb.py; results: docs/benchmarks.md).
 
 The flow simulator on the Facebook coflow benchmark, this checkout beside an older revision
 (``--before-rev REV``, run in its own process from ``git archive``) with equal results.
@@ -8,7 +8,7 @@ The flow simulator on the Facebook coflow benchmark, this checkout beside an old
 
 import sys
 
-from raytestbed.experiments.benches.sim_fb import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "sim-fb", *sys.argv[1:]]))

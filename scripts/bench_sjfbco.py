@@ -1,11 +1,11 @@
-"""Benchmark: `raytestbed bench sjfbco [options]` (code: raytestbed/experiments/benches/sjfbco.py; results: docs/benchmarks.md).
+"""Benchmark: `raytestbed bench sjfbco [options]` (code: benchmarks/sjfbco.py; results: docs/benchmarks.md).
 
     .venv/bin/python scripts/bench_sjfbco.py [options]
 """
 
 import sys
 
-from raytestbed.experiments.benches.sjfbco import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "sjfbco", *sys.argv[1:]]))

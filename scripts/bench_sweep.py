@@ -3,12 +3,12 @@
     .venv/bin/python scripts/bench_sweep.py [--seeds 4] [--cpus-per-node 1]
     raytestbed bench sweep [...]
 
-The code lives in raytestbed/experiments/benches/sweep.py; results: docs/benchmarks.md.
+The code lives in benchmarks/sweep.py; results: docs/benchmarks.md.
 """
 
 import sys
 
-from raytestbed.experiments.benches.sweep import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "sweep", *sys.argv[1:]]))

@@ -1,4 +1,4 @@
-"""Cross-check: `raytestbed bench crosscheck-coflowsim [options]` (code: raytestbed/experiments/benches/crosscheck_coflowsim.py; results: docs/benchmarks.md).
+"""Cross-check: `raytestbed bench crosscheck-coflowsim [options]` (code: benchmarks/crosscheck_coflowsim.py; results: docs/benchmarks.md).
 
 The flow simulator against CoflowSim on the Facebook coflow benchmark (526 FB2010 coflows, 150 ports):
 average CCT per policy, rate and admission epoch, Varys bins, and with ``--coflowsim DIR`` CoflowSim's
@@ -9,7 +9,7 @@ own per-coflow output beside ours.
 
 import sys
 
-from raytestbed.experiments.benches.crosscheck_coflowsim import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "crosscheck-coflowsim", *sys.argv[1:]]))

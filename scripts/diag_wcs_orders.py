@@ -1,4 +1,4 @@
-"""Diagnosis: `raytestbed bench wcs-orders TRIAL [--seeds 1,2] [--jobs N]` (code: raytestbed/experiments/benches/wcs_orders.py; findings: docs/asrpt.md).
+"""Diagnosis: `raytestbed bench wcs-orders TRIAL [--seeds 1,2] [--jobs N]` (code: benchmarks/wcs_orders.py; findings: docs/asrpt.md).
 
 When can ``wcs-duration`` and ``wcs-workload`` decide differently? Replays every ``wcs-duration``
 scheduling call in the ``wcs-workload`` order and compares both policies' ``jobs.csv``.
@@ -8,7 +8,7 @@ scheduling call in the ``wcs-workload`` order and compares both policies' ``jobs
 
 import sys
 
-from raytestbed.experiments.benches.wcs_orders import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "wcs-orders", *sys.argv[1:]]))

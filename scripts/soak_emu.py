@@ -1,4 +1,4 @@
-"""Soak check: `raytestbed bench soak-emu [options]` (code: raytestbed/experiments/benches/soak_emu.py).
+"""Soak check: `raytestbed bench soak-emu [options]` (code: benchmarks/soak_emu.py).
 
 One emulated hour with faults (workloads/trials/soak_1h.yaml), memory over time, nothing lost.
 
@@ -7,7 +7,7 @@ One emulated hour with faults (workloads/trials/soak_1h.yaml), memory over time,
 
 import sys
 
-from raytestbed.experiments.benches.soak_emu import main
+from raytestbed.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["bench", "soak-emu", *sys.argv[1:]]))

@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from raytestbed.config import load_trial
-from raytestbed.experiments.benches.emu import without_fast_forward
+from benchmarks.emu import without_fast_forward
 
 TRIALS = Path(__file__).resolve().parents[1] / "workloads" / "trials"
 

@@ -1,7 +1,7 @@
-"""raytestbed bench placement (A-SRPT Table II: Heavy-Edge vs the placement ILP), reduced sizes."""
+"""A-SRPT Table II (Heavy-Edge vs the placement ILP, `raytestbed bench placement`), reduced sizes."""
 
 from raytestbed.config import CLUSTER_CONFIG_DIR
-from raytestbed.experiments.benches import placement as placement_bench
+from raytestbed.experiments.papers import asrpt_table2 as placement_bench
 
 
 def _script(name):

@@ -243,27 +243,44 @@ def test_bad_policy_or_model_parameter_is_one_line(tmp_path, capsys, lines, says
 
 
 def test_scripts_are_thin_entry_points_of_registered_benches():
-    """scripts/*.py hold no logic (no def/class: the code lives in the package), and every module of
-    raytestbed/experiments/benches/ is a `raytestbed bench NAME` choice with a main(argv)."""
+    """scripts/*.py hold no logic (no def/class: the code lives in the package or benchmarks/), and every
+    module of benchmarks/ is a `raytestbed bench NAME` choice with a main(argv)."""
     import argparse
     import ast
     import importlib
 
-    from raytestbed.cli import build_parser
-    from raytestbed.experiments.benches import NAMES
+    from raytestbed.cli import BENCHMARKS, benchmark_module, build_parser
 
     for script in sorted((REPO / "scripts").glob("*.py")):
         tree = ast.parse(script.read_text(encoding="utf-8"))
         defs = [n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
-        assert not defs, f"{script.name} defines {defs}: move them into the package"
+        assert not defs, f"{script.name} defines {defs}: move them into the package or benchmarks/"
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     choices = next(a for a in sub.choices["bench"]._actions if a.dest == "name").choices
-    assert list(choices) == list(NAMES)
-    mods = {p.stem for p in (REPO / "raytestbed" / "experiments" / "benches").glob("*.py")} - {"__init__"}
-    names = {{"sjfbco-flow": "sjfbco_model_vs_flow"}.get(n, n.replace("-", "_")): n for n in NAMES}
-    assert set(names) == mods
-    for m in ("fidelity", "emu_scale", "soak_emu", "crosscheck_coflowsim", "asrpt_testbed", "wcs_orders"):
-        assert callable(importlib.import_module(f"raytestbed.experiments.benches.{m}").main)
+    assert list(choices) == list(BENCHMARKS)
+    mods = {p.stem for p in (REPO / "benchmarks").glob("*.py")} - {"__init__"}
+    assert {benchmark_module(n) for n in BENCHMARKS} == mods
+    for m in sorted(mods):
+        assert callable(importlib.import_module(f"benchmarks.{m}").main)
+    assert not (REPO / "raytestbed" / "experiments" / "benches").exists()
+
+
+def test_bench_outside_a_checkout_says_so_in_one_line(tmp_path, monkeypatch, capsys):
+    """An installed package without the source tree: `raytestbed bench` names the problem, exit 2."""
+    import raytestbed.cli as cli
+
+    monkeypatch.setattr(cli, "_checkout", lambda: tmp_path)
+    assert main(["bench", "sim", "--help"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "checkout" in err and "benchmarks/" in err
+
+
+def test_bench_runs_a_benchmark_of_the_checkout(capsys):
+    """From a checkout, `raytestbed bench NAME` reaches benchmarks/NAME.py's own options."""
+    with pytest.raises(SystemExit) as done:
+        main(["bench", "wcs-orders", "--help"])  # the benchmark's argparse prints its help and exits 0
+    assert done.value.code == 0
+    assert "wcs-duration" in capsys.readouterr().out
 
 
 def test_synthetic_job_larger_than_the_cluster_is_refused_unless_clipped(tmp_path, capsys):

@@ -181,7 +181,7 @@ def test_ray_tasks_give_the_serial_results(tmp_path):
 def test_two_node_ray_cluster_gives_the_serial_sweep_csv():
     """`raytestbed bench sweep` on a small size: exit 0 = identical schedule columns, no failed cell."""
     pytest.importorskip("ray")
-    from raytestbed.experiments.benches.sweep import main as bench
+    from benchmarks.sweep import main as bench
 
     trial = Path(__file__).resolve().parents[1] / "workloads" / "trials" / "asrpt_synthetic.yaml"
     assert bench(["--seeds", "1", "--jobs", "100", "--trial", str(trial)]) == 0

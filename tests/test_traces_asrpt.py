@@ -269,7 +269,7 @@ def test_history_rows_reach_the_predicting_policies(data_root):
 
 @pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_testbed_script_with_history_and_trace_choice(data_root, tmp_path):
-    from raytestbed.experiments.benches import asrpt_testbed as mod
+    from benchmarks import asrpt_testbed as mod
 
     out = tmp_path / "tb"
     rc = mod.main(["--out", str(out), "--sets", "1", "--jobs", "8", "--backends", "sim", "--history-jobs", "5",

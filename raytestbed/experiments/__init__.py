@@ -8,7 +8,8 @@ and the papers' figures as sweep definitions (``raytestbed sweep``, ``raytestbed
 * :mod:`~raytestbed.experiments.papers`: each paper's figures as sweeps, with their claims;
 * :mod:`~raytestbed.experiments.reproduce`: ``raytestbed reproduce PAPER`` over those figures;
 * :mod:`~raytestbed.experiments.results_doc`: the claims page ``docs/results.md``;
-* :mod:`~raytestbed.experiments.benches`: benchmarks and checks (``raytestbed bench NAME``).
+* the benchmarks and one-off studies behind ``raytestbed bench NAME`` are not part of the package: they
+  live in the source tree's ``benchmarks/`` folder.
 """
 
 from raytestbed.experiments.runner import SweepRun, run_sweep

@@ -261,9 +261,9 @@ def _predictor_check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
 
 
 def table2_run(folder: Path, quick: bool) -> list[str]:
-    """Table II: Heavy-Edge vs the optimal placement ILP (raytestbed/experiments/benches/placement.py)."""
+    """Table II: Heavy-Edge vs the optimal placement ILP (:mod:`raytestbed.experiments.papers.asrpt_table2`)."""
     from raytestbed.config import CLUSTER_CONFIG_DIR
-    from raytestbed.experiments.benches import placement as pb
+    from raytestbed.experiments.papers import asrpt_table2 as pb
 
     cluster = CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml"
     name, rows = pb.table2(["vgg19-cifar", "vgg16", "gpt-small"], 2 if quick else 20, 16, SEEDS[0], cluster)

@@ -20,7 +20,7 @@ import statistics
 import time
 from pathlib import Path
 
-from raytestbed.experiments.benches.emu import busy_processes
+from benchmarks.emu import busy_processes
 
 DEFAULT_MODELS = ("mlp-tiny", "gpt-tiny", "resnet-small", "vgg19-cifar", "gpt-small")
 

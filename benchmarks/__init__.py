@@ -1,4 +1,6 @@
-"""Benchmarks over library code, run as ``raytestbed bench NAME [options]`` (results: docs/benchmarks.md).
+"""Benchmarks and one-off studies over the library, run from a source checkout as ``raytestbed bench NAME
+[options]`` (results: docs/benchmarks.md). Not part of the installed package; ``raytestbed.cli.BENCHMARKS``
+lists the names.
 
 * ``emu``: the emulator's results and speed under host load (:mod:`.emu`);
 * ``sweep``: a sweep in one process vs on a 2-node Ray cluster (:mod:`.sweep`);
@@ -17,7 +19,3 @@
 * ``profile-load``: profiles of the model presets quiet and beside busy processes (:mod:`.profile_load`);
 * ``wcs-orders``: when ``wcs-duration`` and ``wcs-workload`` can decide differently (:mod:`.wcs_orders`).
 """
-
-NAMES = ("emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
-         "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders",
-         "profile-load")

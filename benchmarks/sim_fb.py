@@ -33,10 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-#: the folder holding this raytestbed package (the child's code; the git archive's source)
-ROOT = Path(__file__).resolve().parents[3]
+#: the checkout this benchmark is in (the child's code; the git archive's source)
+ROOT = Path(__file__).resolve().parents[1]
 #: the child runs this file as __main__ with the current folder (the code under test) first on sys.path,
-#: not this file's folder (``python FILE`` would put the benches folder there)
+#: not this file's folder (``python FILE`` would put the benchmarks folder there)
 _CHILD = "import runpy, sys; sys.argv = sys.argv[1:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 
 
