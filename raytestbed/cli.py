@@ -420,10 +420,10 @@ def build_parser() -> argparse.ArgumentParser:
     bn = sub.add_parser("bench", help="run a benchmark (emu: the emulator's results under host load, and its "
                         "speed; sweep: a sweep in one process vs on a 2-node Ray cluster; placement, sim, sim-fb, "
                         "gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, soak-emu, crosscheck-coflowsim, "
-                        "asrpt-testbed, wcs-orders, profile-load: raytestbed/experiments/benches/)")
+                        "asrpt-testbed, wcs-orders, profile-load, gavel: raytestbed/experiments/benches/)")
     bn.add_argument("name", choices=["emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow",
                                      "fidelity", "emu-scale", "soak-emu", "crosscheck-coflowsim", "asrpt-testbed",
-                                     "wcs-orders", "profile-load"],
+                                     "wcs-orders", "profile-load", "gavel"],
                     help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)
