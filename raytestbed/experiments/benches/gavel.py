@@ -13,8 +13,8 @@ With ``--gavel DIR`` (a checkout of Gavel's repository, stanford-futuredata/gave
 folder, with its RPC stubs generated: ``make rpc_stubs`` there) it also runs Gavel's driver
 ``scripts/drivers/simulate_scheduler_with_trace.py`` on the same trace with ``--gavel-python`` (an
 interpreter that has Gavel's requirements: cvxpy, ECOS, matrix_completion, grpcio ...), and prints its
-average JCT over the window jobs both finished, the jobs Gavel dropped (its ``[Job failed]``: a job
-with fewer steps left than workers, after 5 failed rounds), its wall and CPU seconds (the whole
+average JCT over the window jobs both finished, the jobs Gavel dropped in the whole trace (its ``[Job
+failed]``: a job with fewer steps left than workers, after 5 failed rounds), its wall and CPU seconds (the whole
 process: Python start-up and imports included), and the ratios ours / Gavel's. ``--gaps N`` lists the
 N window jobs with the largest JCT differences per pair; ``--out DIR`` keeps per-job JCTs (CSV) and
 Gavel's logs.
@@ -22,8 +22,10 @@ Gavel's logs.
 Policy names are Gavel's; ours are the same except ``fifo``, which is ``fifo_gavel`` here (see
 ``POLICIES``).
 
-    raytestbed bench gavel --trace rate2.0.trace --window 1000:1500 --gavel GAVEL_CHECKOUT \\
-        --gavel-python GAVEL_VENV/bin/python --out results/gavel
+    raytestbed bench gavel --trace gavel_rate4.trace --trace gavel_rate8.trace --window 300:600 \\
+        --gavel GAVEL_CHECKOUT --gavel-python GAVEL_VENV/bin/python --out OUT/gavel --gaps 8
+
+(traces from Gavel's ``scripts/utils/generate_trace.py``; results and setting: docs/benchmarks.md).
 """
 
 from __future__ import annotations
