@@ -210,3 +210,19 @@ def test_gavel_trace_bad_lines_are_one_line_errors(tmp_path, capsys):
     short = TRACE.split("\n")[0].rsplit("\t", 1)[0] + "\n"
     assert main(["run", str(gavel_trial(tmp_path, trace=short)), "--out", str(tmp_path / "o"), "--quiet"]) == 2
     assert "jobs.trace line 1: 9 tab-separated fields, Gavel's trace format has 10" in capsys.readouterr().err
+
+
+def test_fifo_gavel_draws_types_as_gavels_fifo_does(speeds_table):
+    """Gavel's FIFO (base mode) draws each queued job's type with its own ``random.Random(seed)``:
+    ``randrange`` over the types with room, sorted by name; the round's type order is shuffled by a
+    separate generator (seeded ``seed + 5``). So with the same seed the k-th job draws what Gavel's k-th
+    job draws. Eight 1-GPU jobs of 100 iterations (4/s on type a: 25 s, 1/s on b: 100 s) on 8 + 8 GPUs
+    (cluster order b, a): every job has both types to choose from, and its finish time tells its type."""
+    import random
+
+    c = Cluster((Server(0, 8, GB, GB, gpu_type="b"), Server(1, 8, GB, GB, gpu_type="a")), 100 * GB)
+    jobs = [job(i, 100, "fast-on-a") for i in range(8)]
+    res = Simulator(c, jobs, make_policy("fifo_gavel", seed=3), speeds=GpuSpeeds(c, speeds_table)).run()
+    got = ["a" if r.finish_s == pytest.approx(25.0) else "b" for r in sorted(res.records, key=lambda r: r.job.job_id)]
+    rng = random.Random(3)
+    assert got == [["a", "b"][rng.randrange(2)] for _ in range(8)]

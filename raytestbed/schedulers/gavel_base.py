@@ -16,7 +16,7 @@ At each round:
    the type's time received — (``X[j, k] x 1e9`` while that share is 0; 0 where X or the job's
    throughput on k is 0);
 4. per type, in the type order (:meth:`GavelRoundPolicy.type_order`: fastest first for the
-   heterogeneity-aware policies, shuffled by the seed for the others), jobs in decreasing priority
+   heterogeneity-aware policies, shuffled by a generator of its own for the others), jobs in decreasing priority
    (ties: larger X) are taken greedily while the type has GPUs for them; a job runs on one type, and a
    job outside X does not run (Gavel's simulator lets such a job take GPUs in this greedy pass that then
    stay idle; here it takes none);
@@ -68,7 +68,8 @@ class GavelRoundPolicy(Policy):
     :meth:`allocation` (and whether it is heterogeneity-aware, ``perf``).
 
     Args:
-        seed: seeds the type order of policies that are not heterogeneity-aware.
+        seed: seeds the policy's draws (``random.Random(seed)``) and, apart, the type order of policies
+            that are not heterogeneity-aware (``random.Random(seed + 5)``), as Gavel seeds them.
         round_s: round length, seconds.
         reset_interval_s: least time between two allocations, seconds (Gavel's default 1,920).
     """
@@ -91,7 +92,8 @@ class GavelRoundPolicy(Policy):
         self._last_round: float | None = None
         self._wake_at: float | None = None  #: the round a deferred allocation waits for
         self.tick_interval_s = self.round_s
-        self._rng = random.Random(seed)
+        self._rng = random.Random(seed)  #: the policy's own draws (Gavel's FIFO: a type per job)
+        self._type_shuffler = random.Random(seed + 5)  #: the round's type order (Gavel's worker-type shuffler)
         self.active: dict[int, Job] = {}  #: arrived, unfinished jobs, by id
         self.arrived_s: dict[int, float] = {}
         self.alloc: dict[int, dict[str, float]] = {}  #: X: job -> type -> fraction of time
@@ -152,7 +154,7 @@ class GavelRoundPolicy(Policy):
         heterogeneity-aware policy, else a seeded shuffle (as Gavel does)."""
         if not self.perf:
             out = list(types)
-            self._rng.shuffle(out)
+            self._type_shuffler.shuffle(out)
             return out
         speed = T.sum(axis=0) if T.size else np.zeros(len(types))
         return [types[i] for i in sorted(range(len(types)), key=lambda i: (-speed[i], i))]

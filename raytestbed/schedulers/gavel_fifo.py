@@ -2,8 +2,11 @@
 
 Jobs are given a GPU type in arrival order while some type has GPUs left for them; the head of the
 queue that fits nowhere stops the queue (strict FIFO). A job keeps its type until it finishes; the type
-is drawn at random (seeded) among those with room, as Gavel's base mode does: GPU types are not told
-apart. The allocation (1 on the job's type) runs through Gavel's rounds
+is drawn at random among those with room, as Gavel's base mode means to: ``random.Random(seed)``, one
+``randrange`` per job over the types with room sorted by name, so the same seed draws the same types
+as Gavel's FIFO. (Gavel's own code then assigns a stale loop variable instead of the drawn type, which
+puts every job on one type; its cross-check in docs/benchmarks.md shows the effect.) GPU types are not
+told apart. The allocation (1 on the job's type) runs through Gavel's rounds
 (:mod:`raytestbed.schedulers.gavel_base`); jobs without a type wait.
 """
 
@@ -55,8 +58,10 @@ class GavelFifoPolicy(GavelRoundPolicy):
         self.assigned: dict[int, str] = {}
 
     def allocation(self, jobs, types, T, workers, view):
-        self.assigned = fifo_types(jobs, types, T, workers, self.assigned,
-                                   lambda i, cand: cand[self._rng.randrange(len(cand))])
+        def draw(i, cand):  # Gavel's FIFO: randrange over the types with room, sorted by name
+            cand = sorted(cand, key=lambda c: types[c])
+            return cand[self._rng.randrange(len(cand))]
+        self.assigned = fifo_types(jobs, types, T, workers, self.assigned, draw)
         X = np.zeros_like(T)
         col = {k: c for c, k in enumerate(types)}
         for i, j in enumerate(jobs):
