@@ -336,6 +336,22 @@ class OnlinePredictor:
         if self._g and not self.model.needs_truth:
             self._refit()
 
+    @classmethod
+    def for_policy(cls, policy: str, kind: str, retrain_every: int | None, retrain_every_s: float, seed: int,
+                   history: Sequence[Sequence]) -> OnlinePredictor:
+        """The predictor a policy named ``policy`` builds from its parameters (``predictor``,
+        ``retrain_every``, ``retrain_every_s``, ``history`` rows (group, user, iterations)), checked with
+        one-line errors that name ``policy_params.POLICY.FIELD``."""
+        where = f"policy_params.{policy}"
+        if kind not in PREDICTORS:
+            raise ConfigError(f"{where}.predictor: {kind!r} unknown (known: {', '.join(PREDICTORS)})")
+        if retrain_every is not None and int(retrain_every) < 1:
+            raise ConfigError(f"{where}.retrain_every: must be >= 1, got {retrain_every!r}")
+        if not retrain_every_s > 0:
+            raise ConfigError(f"{where}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
+        return cls(kind, None if retrain_every is None else int(retrain_every), seed,
+                   [(str(g), str(u), int(n)) for g, u, n in history], float(retrain_every_s))
+
     def _add(self, group: str, user: str, iterations: int) -> None:
         self._g.append(str(group))
         self._u.append(str(user))

@@ -64,7 +64,7 @@ from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.state import ClusterView, FreePool
 from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, least_available, most_available
-from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
+from raytestbed.predict.iterations import DAY_S, OnlinePredictor
 from raytestbed.core.events import (
     Decision,
     Event,
@@ -255,29 +255,22 @@ class AsrptPolicy(Policy):
             if predictor not in ("rf", self.fixed_predictor):
                 raise ConfigError(f"{where}.predictor: {self.name} always uses {self.fixed_predictor!r}")
             predictor = self.fixed_predictor
-        if predictor not in PREDICTORS:
-            raise ConfigError(f"{where}.predictor: {predictor!r} unknown (known: {', '.join(PREDICTORS)})")
         if not tau >= 0:
             raise ConfigError(f"{where}.tau: must be >= 0, got {tau!r}")
         if not comm_heavy > 0:
             raise ConfigError(f"{where}.comm_heavy: must be > 0, got {comm_heavy!r}")
         if delay_mode not in ("blocking", "deferred"):
             raise ConfigError(f"{where}.delay_mode: {delay_mode!r} (known: blocking, deferred)")
-        if retrain_every is not None and int(retrain_every) < 1:
-            raise ConfigError(f"{where}.retrain_every: must be >= 1, got {retrain_every!r}")
-        if not retrain_every_s > 0:
-            raise ConfigError(f"{where}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
+        self.predictor = OnlinePredictor.for_policy(self.name, predictor, retrain_every, retrain_every_s, seed, history)
         self.predictor_kind = predictor
-        self.retrain_every = None if retrain_every is None else int(retrain_every)
-        self.retrain_every_s = float(retrain_every_s)
+        self.retrain_every = self.predictor.retrain_every
+        self.retrain_every_s = self.predictor.retrain_every_s
         self.tau = float(tau)
         self.comm_heavy = float(comm_heavy)
         self.delay_mode = delay_mode
         self.calibrate = bool(calibrate)
         self.calibration = AlphaCalibration()
         self.history_rows = len(history)  #: rows fitted before the first job
-        self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
-                                         [(str(g), str(u), int(n)) for g, u, n in history], self.retrain_every_s)
         self._est: AsrptEstimator | None = None
         self._G = 0
         self._virt = VirtualSrpt()

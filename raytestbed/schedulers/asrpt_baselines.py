@@ -26,9 +26,8 @@ from typing import Any
 
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.state import ClusterView, FreePool
-from raytestbed.errors import ConfigError
 from raytestbed.placement.select import AsrptEstimator, most_available
-from raytestbed.predict.iterations import DAY_S, PREDICTORS, OnlinePredictor
+from raytestbed.predict.iterations import DAY_S, OnlinePredictor
 from raytestbed.core.events import Decision, Event, JobArrived, JobFailed, JobFinished, StartJob
 from raytestbed.core.policy import Policy
 from raytestbed.schedulers.base import register_policy
@@ -56,19 +55,11 @@ class PredictedQueuePolicy(Policy):
     def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int | None = None,
                  history: Sequence[Sequence[Any]] = (), retrain_every_s: float = DAY_S) -> None:
         super().__init__(seed)
-        if predictor not in PREDICTORS:
-            raise ConfigError(f"policy_params.{self.name}.predictor: {predictor!r} unknown "
-                              f"(known: {', '.join(PREDICTORS)})")
-        if retrain_every is not None and int(retrain_every) < 1:
-            raise ConfigError(f"policy_params.{self.name}.retrain_every: must be >= 1, got {retrain_every!r}")
-        if not retrain_every_s > 0:
-            raise ConfigError(f"policy_params.{self.name}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
+        self.predictor = OnlinePredictor.for_policy(self.name, predictor, retrain_every, retrain_every_s, seed, history)
         self.predictor_kind = predictor
-        self.retrain_every = None if retrain_every is None else int(retrain_every)
-        self.retrain_every_s = float(retrain_every_s)
+        self.retrain_every = self.predictor.retrain_every
+        self.retrain_every_s = self.predictor.retrain_every_s
         self.history_rows = len(history)  #: rows fitted before the first job
-        self.predictor = OnlinePredictor(predictor, self.retrain_every, seed,
-                                         [(str(g), str(u), int(n)) for g, u, n in history], self.retrain_every_s)
         self._est: AsrptEstimator | None = None
         self._queue: list[tuple[float, float, int]] = []  # (key, arrival, job id), sorted
         self._keys: dict[int, float] = {}
