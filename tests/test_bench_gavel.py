@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from raytestbed.cli import main as cli_main
-from raytestbed.experiments.benches.gavel import main
+from benchmarks.gavel import main
 
 #: two 1-GPU jobs of 720 steps arriving at 0 s, a third of 360 steps at 100 s (Gavel's ten fields)
 TRACE = "".join(f"{m}\tpython3 x.py\tdir\t--steps\t1\t{steps}\t1\t1\t-1.000000\t{t}\n"
