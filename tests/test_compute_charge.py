@@ -45,13 +45,13 @@ def test_a_real_worker_starts_with_no_cpu_samples_from_outside_its_run():
                     mode="real", profile=prof)
     for spec in plan.workers:
         w = StageWorker(spec, clock=None, pid=(0, "w", spec.rank))
-        assert w.charges.factor is None and w.charges.samples == {}
+        assert w.driver.compute.charges.factor is None and w.driver.compute.charges.samples == {}
 
 
 def test_inbound_flows_hold_the_gpu_for_their_union_once():
     """Two inbound flows that shared the ingress port over the same interval are charged it once
     (eq. 5's sequential time at the full rate); gaps and later flows count; out-of-order spans too."""
-    from raytestbed.emu.executors.worker import InboundTime
+    from raytestbed.execution.plan import InboundTime
 
     h = InboundTime()
     assert h.charge([(1.0, 3.0)]) == pytest.approx(2.0)

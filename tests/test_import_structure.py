@@ -114,3 +114,29 @@ def test_no_import_circles_in_the_package():
     layer can be read, tested and loaded without the ones that use it."""
     found = circles(import_graph())
     assert not found, found
+
+
+def referenced(path: Path) -> set[str]:
+    """Every name a file calls (``f(...)``, ``m.f(...)``) or imports."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Call):
+            f = node.func
+            names.add(f.id if isinstance(f, ast.Name) else getattr(f, "attr", ""))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def test_the_worker_program_is_written_once():
+    """The 1F1B order, the ring's steps, the PS push and pull (their sizes and coflows) and eq. 5's
+    inbound charge are used in execution/ only (the program, its driver, its compute strategies);
+    the simulator and the emulator drive the program and do not schedule a worker themselves."""
+    parts = {"one_f_one_b", "ring_chunks", "rotated", "coflow_bytes", "split_sizes", "InboundTime",
+             "stage_program", "ps_program"}
+    users = {p.relative_to(PKG).as_posix() for p in PKG.rglob("*.py") if parts & referenced(p)}
+    drivers = {"sim/pipeline_workers.py", "emu/executors/worker.py"}  # they pick the program to drive
+    assert users - drivers <= {"execution/plan.py", "execution/worker_program.py", "execution/driver.py",
+                               "execution/compute.py"}, sorted(users)
+    for d in drivers:
+        assert parts & referenced(PKG / d) <= {"stage_program", "ps_program"}, d

@@ -1,7 +1,7 @@
 """Per-run iteration records: the workers' per-mini-batch records become whole iterations.
 
 Each worker of a run hands the clock one record per mini-batch ``(j, rank, t_end, compute_s,
-comm_s, loss, samples, cpu_s, profiled_s)`` (:mod:`raytestbed.emu.executors.worker`). :class:`RunMonitor`
+comm_s, loss, samples, cpu_s, profiled_s)`` (:mod:`raytestbed.execution.driver`). :class:`RunMonitor`
 collects them; when every worker has reported mini-batch ``j`` the iteration is complete: it
 ended when the last worker ended it (``t_end``, emulated seconds), its time is the gap to the
 previous iteration's end (the first counts from the run's start, pipeline fill included), its

@@ -12,7 +12,8 @@ running job progresses:
 * ``flow``: every iteration of a ring-all-reduce job is a compute phase followed by the job's
   coflows (:mod:`raytestbed.network.traffic`); a pipeline of two or more stages or a
   parameter-server job runs worker by worker, each worker's transfers starting as its schedule
-  reaches them (the emulator's worker schedule, :mod:`raytestbed.sim.pipeline_workers`), or with
+  reaches them (the worker program the emulator runs, :mod:`raytestbed.execution.worker_program`,
+  driven by :mod:`raytestbed.sim.pipeline_workers`), or with
   ``schedule="coflows"`` as coflows too (fewer events, approximate). All flows share links through the
   weighted max-min allocator (:mod:`raytestbed.network.allocator`), so contention *emerges*; a
   network policy may set weights or rates. The active flows are

@@ -1,25 +1,14 @@
-"""Pipeline and PS jobs in flow timing, worker by worker: the emulator's worker schedule on the simulator's clock.
+"""Pipeline and PS jobs in flow timing, worker by worker: the worker program driven against the flow network.
 
 By default (``timing.schedule: workers``) a pipeline job of two or more stages is not timed as
 a sequence of job-wide coflows (as :mod:`raytestbed.network.traffic` describes ring-all-reduce
 iterations, and pipeline and PS iterations with ``timing.schedule: coflows``) but as the programs
-of its stage replicas, the schedule the emulator's workers run in replay mode
-(the emulator's StageWorker, sizes from :func:`~raytestbed.execution.plan.plan_job`):
-
-* PipeDream 1F1B: stage s keeps S - s mini-batches in flight, then alternates one backward and
-  one forward;
-* a forward takes the activation slices of every upstream replica at once and holds the GPU while
-  they flowed (A-SRPT eq. 5; overlapping inbound flows hold it once,
-  :class:`~raytestbed.execution.plan.InboundTime`), computes p^f, then sends one slice
-  A_s / (k_s k_{s+1}) bytes to every downstream replica, one after the other;
-* a backward takes the gradient slices the same way, computes p^b, sends gradient slices
-  upstream one after the other, then runs the stage's ring all-reduce: 2(k-1) steps, each sending
-  a chunk of h/k bytes to the ring successor and receiving one from the predecessor.
-
-A parameter-server job runs the same way: each worker computes p^f + p^b, pushes one shard of
-h / #PS bytes to every PS at once and waits for the summed shards; each PS waits for its shard from
-every worker, then sends the sum back to all of them at once (the emulator's ``ParamServer``), so
-a PS whose shards arrive early pulls early.
+of its stage replicas and parameter servers: the worker program the emulator runs too
+(:mod:`raytestbed.execution.worker_program`: the 1F1B order, A-SRPT eq. 5's inbound charge, the
+ring all-reduce's 2(k-1) steps, the PS push and pull), each run by a
+:class:`~raytestbed.execution.driver.Driver` with replayed compute
+(:class:`~raytestbed.execution.compute.ReplayCompute`: profiled seconds and sizes, no payloads).
+This module performs the drivers' blocks on the simulator's clock.
 
 Every replica keeps its own time and blocks only on its own transfers and the data it needs, so the
 replicas of one stage placed on two servers run unsynchronised and their cross-server transfers in
@@ -44,15 +33,17 @@ pipeline fill included). Units: seconds, bytes.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.execution.plan import (InboundTime, PsSpec, WorkerSpec, coflow_bytes, one_f_one_b, plan_job,
-                                          ring_chunks, rotated, split_sizes)
+from raytestbed.execution.compute import ReplayCompute
+from raytestbed.execution.driver import Block, Driver, Outbound
 from raytestbed.execution.monitor import RunMonitor
+from raytestbed.execution.plan import PsSpec, WorkerSpec, plan_job
+from raytestbed.execution.worker_program import ps_program, stage_program
 
 
 def uses_workers(job: Job, rings: bool = False) -> bool:
@@ -111,12 +102,8 @@ class _Worker:
     spec: WorkerSpec | PsSpec  #: a stage replica or a parameter server
     gpu: int  #: its fabric endpoint
     server: int
-    t: float
-    program: Generator | None = None
+    driver: Driver
     step: Step | None = None
-    stepped: bool = False
-    inbound: InboundTime = field(default_factory=InboundTime)
-    acc: dict = field(default_factory=dict)  #: iteration -> [compute s, communication s]
 
 
 class WorkerRun:
@@ -140,7 +127,7 @@ class WorkerRun:
     def __init__(self, job: Job, placement: Placement, cluster: Cluster, iterations: int, start_s: float,
                  start_flows: Callable, set_shares: Callable, wake_at: Callable, iteration_at: Callable,
                  coflow_event: Callable | None = None, scale: int = 1, start_iteration: int = 0) -> None:
-        plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay")
+        plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay", start_iteration=start_iteration)
         self.scale = scale
         self.cluster = cluster
         self.iterations = iterations
@@ -150,8 +137,13 @@ class WorkerRun:
         self._coflow_event = coflow_event
         self.start_iteration = start_iteration
         self._coflows: dict[tuple, list] = {}  #: all-reduce coflow -> [transfers in flight, bytes arrived]
-        self.workers = [_Worker(i, w, w.gpu, cluster.server_of(w.gpu), start_s) for i, w in enumerate(plan.workers)]
-        self.ps = [_Worker(len(self.workers) + i, p, p.gpu, p.server, start_s) for i, p in enumerate(plan.ps)]
+
+        def participant(i: int, spec, server: int, program) -> _Worker:
+            driver = Driver(program, spec, ReplayCompute(spec, scale, payloads=False), start_s, iterations)
+            return _Worker(i, spec, spec.gpu, server, driver)
+
+        self.workers = [participant(i, w, cluster.server_of(w.gpu), stage_program) for i, w in enumerate(plan.workers)]
+        self.ps = [participant(len(self.workers) + i, p, p.server, ps_program) for i, p in enumerate(plan.ps)]
         self.participants = self.workers + self.ps
         self._by_uid: dict[int, Transfer] = {}
         self._conns: dict[tuple, list[Transfer]] = {}
@@ -163,10 +155,6 @@ class WorkerRun:
     # ------------------------------------------------------------------ driving
     def begin(self) -> None:
         """Start every worker's program at the run's start."""
-        for w in self.workers:
-            w.program = self._program(w)
-        for p in self.ps:
-            p.program = self._ps_program(p)
         self._continue(list(self.participants))
 
     def resume(self, now: float, idx: int) -> None:
@@ -235,16 +223,15 @@ class WorkerRun:
         while queue or self._instant:  # (an admitted step that still waits may have sent an instant transfer)
             while queue:
                 w = queue.pop(0)
-                spans = None
-                if w.step is not None:
-                    w.t = max(w.t, self.now)
+                if w.step is None:
+                    block = w.driver.start()
+                else:
                     spans, w.step = w.step.spans, None
-                try:
-                    step = w.program.send(spans)
-                except StopIteration:
-                    w.program = None
+                    block = w.driver.wake(max(w.driver.t, self.now), spans)
+                self._report(w)
+                if block is None:
                     continue
-                w.step = step
+                w.step = step = self._step(w, block)
                 if step.at > self.now:
                     self._wake_at(step.at, w.idx)
                 elif self._admit(w):
@@ -299,97 +286,21 @@ class WorkerRun:
                     x.share = share
                 self._set_shares([x.uid for x in change], share)
 
-    # ------------------------------------------------------------------ the schedule
-    def _transfer(self, w: _Worker, dst_gpu: int, key: tuple, nbytes: float, coflow, coflow_bytes: float = 0.0
-                  ) -> Transfer:
-        dst = self.cluster.server_of(dst_gpu)
-        conn = ("intra", coflow, w.gpu, dst_gpu) if dst == w.server else ("inter", coflow, w.server, dst)
-        return Transfer(key, w.idx, w.gpu, dst_gpu, w.server, dst, float(nbytes) * self.scale, conn, coflow,
-                        float(coflow_bytes) * self.scale)
+    # ------------------------------------------------------------------ the drivers' blocks
+    def _step(self, w: _Worker, block: Block) -> Step:
+        return Step(block.at, tuple(self._transfer(w, o) for o in block.sends), block.recvs)
 
-    def _step(self, w: _Worker, sends=(), recvs=()):
-        w.stepped = True
-        spans = yield Step(w.t, tuple(sends), tuple(recvs))
-        return spans
+    def _transfer(self, w: _Worker, o: Outbound) -> Transfer:
+        """The flow of ``o`` from ``w``: bytes times ``scale``; its connection (module docstring)."""
+        out = o.out
+        dst = self.cluster.server_of(out.dst_gpu)
+        conn = ("intra", out.coflow, w.gpu, out.dst_gpu) if dst == w.server else ("inter", out.coflow, w.server, dst)
+        return Transfer(out.key, w.idx, w.gpu, out.dst_gpu, w.server, dst, float(o.nbytes) * self.scale, conn,
+                        out.coflow, float(out.coflow_bytes) * self.scale)
 
-    def _receive(self, w: _Worker, keys: list[tuple], acc: list):
-        t0 = w.t
-        spans = yield from self._step(w, recvs=keys)
-        w.t += w.inbound.charge([spans[k] for k in keys])
-        acc[1] += w.t - t0
-
-    def _program(self, w: _Worker):
-        """Worker ``w``'s 1F1B schedule (the emulator's ``StageWorker.run``)."""
-        sp = w.spec
-        for kind, i in one_f_one_b(sp.in_flight, lambda: sp.iterations):
-            if kind == "fwd":
-                yield from self._forward(w, i)
-                continue
-            w.stepped = False
-            yield from self._backward(w, i)
-            if not w.stepped:
-                yield from self._step(w)
-            self._report(w, i)
-
-    def _forward(self, w: _Worker, i: int):
-        sp = w.spec
-        keys = [(sp.gpu, "act", i, q) for q in range(sp.replicas[sp.stage - 1])] if sp.stage > 0 else []
-        t0 = yield from self._pass(w, i, keys, sp.profile.fwd_s, sp.next_gpus, "act", sp.act_out_bytes)
-        w.acc[i][1] += w.t - t0
-
-    def _pass(self, w: _Worker, i: int, inbound: list[tuple], compute_s: float, out_gpus: tuple, kind: str,
-              nbytes: int):
-        """Take the ``inbound`` slices of mini-batch ``i`` at once, compute, send one ``kind`` slice of
-        ``nbytes`` to each of ``out_gpus`` one after the other; returns the time the sends began."""
-        acc = w.acc.setdefault(i, [0.0, 0.0])
-        if inbound:
-            yield from self._receive(w, inbound, acc)
-        w.t += compute_s * self.scale
-        acc[0] += compute_s * self.scale
-        t0 = w.t
-        for r in rotated(len(out_gpus), w.spec.replica):
-            g = out_gpus[r]
-            yield from self._step(w, sends=[self._transfer(w, g, (g, kind, i, w.spec.replica), nbytes, None)])
-        return t0
-
-    def _backward(self, w: _Worker, j: int):
-        sp = w.spec
-        keys = [(sp.gpu, "grad", j, r) for r in range(len(sp.next_gpus))]
-        t0 = yield from self._pass(w, j, keys, sp.profile.bwd_s, sp.prev_gpus, "grad", sp.act_in_bytes)
-        k, pos = len(sp.ring), sp.ring_pos
-        if sp.ps_gpus:  # push a shard to every PS (one coflow), then take the summed shards back (another)
-            n = len(sp.ps_gpus)
-            sizes = split_sizes(int(sp.profile.param_bytes), n)
-            it = self.start_iteration + j
-            total = coflow_bytes("push", sp, sum(sizes))
-            yield from self._step(w, sends=[self._transfer(w, sp.ps_gpus[q], (("ps", q), "push", j, sp.rank), sizes[q],
-                                                           (sp.job_id, it, "push"), total) for q in range(n)])
-            yield from self._step(w, recvs=[(sp.gpu, "pull", j, q) for q in range(n)])
-        elif k > 1:  # ring all-reduce: reduce-scatter then all-gather, 2(k-1) steps
-            sizes = split_sizes(int(sp.profile.param_bytes), k)
-            nxt, prv = sp.ring[(pos + 1) % k], (pos - 1) % k
-            total = coflow_bytes("ar", sp, sum(sizes))
-            for s in range(2 * (k - 1)):
-                send_i = ring_chunks(pos, k, s)[0]
-                cf = (sp.job_id, self.start_iteration + j, f"ar{sp.stage}")
-                out = self._transfer(w, nxt, (nxt, "ar", (j, s), pos), sizes[send_i], cf, total)
-                yield from self._step(w, sends=[out], recvs=[(sp.gpu, "ar", (j, s), prv)])
-        w.acc[j][1] += w.t - t0
-
-    def _ps_program(self, p: _Worker):
-        """Parameter server ``p``: per iteration, wait for every worker's shard, then send the sum back
-        to every worker at once (the emulator's ``ParamServer.run``)."""
-        sp = p.spec
-        for j in range(self.iterations):
-            yield from self._step(p, recvs=[(("ps", sp.index), "push", j, r) for r in range(len(sp.worker_gpus))])
-            cf = (sp.job_id, self.start_iteration + j, "pull")
-            total = coflow_bytes("pull", sp, sp.num_ps * sp.shard_bytes)
-            yield from self._step(p, sends=[self._transfer(p, g, (g, "pull", j, sp.index), sp.shard_bytes, cf, total)
-                                            for g in sp.worker_gpus])
-
-    def _report(self, w: _Worker, j: int) -> None:
-        """Worker ``w`` finished iteration ``j`` at its time; the iteration ends when every worker has
-        (the emulator's :class:`~raytestbed.execution.monitor.RunMonitor` rule)."""
-        comp, comm = w.acc.pop(j)
-        for t_end, recs in self._monitor.add((j, w.idx, w.t, comp, comm, None, 0, 0.0, comp)):
-            self._iteration_at(t_end, max(r[3] for r in recs), max(r[4] for r in recs))
+    def _report(self, w: _Worker) -> None:
+        """Worker ``w``'s records of the mini-batches it finished; an iteration ends when every
+        worker has finished it (:class:`~raytestbed.execution.monitor.RunMonitor`)."""
+        for rec in w.driver.take_records():
+            for t_end, recs in self._monitor.add(rec):
+                self._iteration_at(t_end, max(r[3] for r in recs), max(r[4] for r in recs))
