@@ -117,6 +117,17 @@ class RunResult:
     end_time_s: float
     busy_gpu_intervals: list[BusyInterval] = field(default_factory=list)  #: (job, start, end, gpus)
     iterations_done: dict[int, float] = field(default_factory=dict)  #: job id -> iterations done at the end
+    #: GPU seconds held per GPU type (None: the backend does not keep them)
+    type_gpu_seconds: dict[str, float] | None = None
+    #: the backend's own ``jobs.csv`` columns (after the common ones) and their values per job id
+    job_columns: list[str] = field(default_factory=list)
+    job_extra: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: the backend's own result files: file name -> (columns, rows)
+    files: dict[str, tuple[list[str], list[dict[str, Any]]]] = field(default_factory=dict)
+    #: the backend's own ``summary.json`` entries (they override the common ones of the same key)
+    summary: dict[str, Any] = field(default_factory=dict)
+    #: False where a re-run of the same trial may differ (the emulator's real compute)
+    deterministic: bool = True
 
 
 class EventCore:
