@@ -2,7 +2,7 @@
 
 :meth:`EmuBackend.run` starts an :class:`~raytestbed.emu.cluster.EmuCluster` for the trial's
 cluster and hands the jobs, the policies (unchanged) and the injected faults to its clock actor
-(:class:`~raytestbed.emu.clock_service.EmuScheduler` on the virtual clock), which starts and stops
+(:class:`~raytestbed.emu.scheduler.EmuScheduler` on the virtual clock), which starts and stops
 the real job executors as the policies decide. The driver (:class:`EmuDriver`) only follows:
 it logs events and decisions as they come, kills the servers that injected faults name, reports
 servers found dead, and collects the books at the end.
@@ -48,7 +48,7 @@ ITERATION_COLUMNS = ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_
 def emulator_missing() -> str | None:
     """None if the emulator's parts are installed, else a one-line reason."""
     for mod, names in (("raytestbed.emu.cluster", ("EmuCluster",)), ("raytestbed.emu.executors", ("start_job",)),
-                       ("raytestbed.emu.clock_service", ("ClockService",))):
+                       ("raytestbed.emu.clock_actor", ("clock_actor_class",))):
         try:
             m = importlib.import_module(mod)
         except ImportError as e:
@@ -295,7 +295,7 @@ class EmuBackend:
         """Run the trial on an emulated cluster started for it (and stopped after)."""
         # the emulator's Ray side, imported when a run needs it: these two modules add 1.0 s cumulative
         # (python -X importtime, 2-core host at load 20) to every simulated run otherwise
-        from raytestbed.emu.clock_service import FastForward
+        from raytestbed.emu.fastforward import FastForward
         from raytestbed.emu.cluster import EmuCluster
 
         cfg = run.trial.emu
