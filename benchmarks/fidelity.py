@@ -87,7 +87,7 @@ def predict(job, cluster: Cluster, placement: Placement) -> float:
 
 
 def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
-    from raytestbed.emu.clock_service import FastForward
+    from raytestbed.emu.fastforward import FastForward
     from raytestbed.emu.cluster import EmuCluster
     from raytestbed.emu.executors import start_job
 

@@ -30,8 +30,13 @@ import threading
 import time
 from pathlib import Path
 
-from raytestbed.resources import package_dir
+import pandas as pd
+import ray
+
+from raytestbed.cli import main as cli
+from raytestbed.emu import backend as emu_backend
 from raytestbed.emu.raysession import RaySession
+from raytestbed.resources import package_dir
 
 
 RSS_PARTS = ("VmRSS", "RssAnon", "RssFile", "RssShmem")
@@ -75,8 +80,6 @@ def children_of(ppid: int) -> list[int]:
 
 def ray_worker_pids() -> list[int]:
     """Worker processes of this driver's Ray instance (children of its raylet)."""
-    import ray
-
     node = ray._private.worker._global_node
     raylets = [p.process.pid for p in node.all_processes.get("raylet", [])] if node is not None else []
     return [c for r in raylets for c in children_of(r)]
@@ -89,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--every", type=float, default=5.0, help="wall seconds between memory samples")
     ap.add_argument("--warmup", type=float, default=0.2, help="share of the wall time before the reference sample")
     args = ap.parse_args(argv)
-    from raytestbed.cli import main as cli
-
     out = args.out or Path(tempfile.mkdtemp(prefix="soak_emu_"))
     out.mkdir(parents=True, exist_ok=True)
 
@@ -100,10 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     faults = [f"kill_server:1@{0.3 * m:.1f}s", f"slow_nic:2@{0.5 * m:.1f}s:x4"]
 
     # 2. the emulator, through the same path as `raytestbed run --inject ...`, watched from inside its run
-    import ray
-
-    from raytestbed.emu import backend as emu_backend
-
     # (wall s, driver RSS, workers RSS, worker processes, driver anonymous, workers anonymous, file, shared)
     samples: list[tuple[float, int, int, int, int, int, int, int]] = []
     end_state: dict = {}
@@ -118,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             samples.append((time.perf_counter() - t0, drv[0], workers[0], len(pids), drv[1], *workers[1:]))
             stop.wait(args.every)
 
-    original = emu_backend.EmuBackend.run
+    original = emu_backend.EmuDriver.run
 
     def watched_run(self):
         watcher = threading.Thread(target=sample, daemon=True)
@@ -135,16 +132,15 @@ def main(argv: list[str] | None = None) -> int:
             end_state.update(stats=emu.clock_stats(), alive=alive,
                              left=sum(len(x) for x in ray.get([h.runs.remote() for h in hosts.values()])))
 
-    emu_backend.EmuBackend.run = watched_run
+    emu_backend.EmuDriver.run = watched_run
     try:
         rc = cli(["run", str(args.trial), "--backend", "emu", "--out", str(out / "emu"), "--force", "--quiet",
                   *[x for f in faults for x in ("--inject", f)]])
     finally:
-        emu_backend.EmuBackend.run = original
+        emu_backend.EmuDriver.run = original
     if rc != 0:
         raise SystemExit(f"soak: the emulated run failed (exit {rc})")
     summary = json.loads((out / "emu" / "summary.json").read_text())
-    import pandas as pd
 
     jobs = pd.read_csv(out / "emu" / "jobs.csv")
     wall = time.perf_counter() - t0

@@ -1,14 +1,16 @@
 """Run a trial: build cluster, jobs and policies from a trial file, run them on a backend, write results.
 
 Used by ``raytestbed run``, ``compare`` and ``parity`` (see :mod:`raytestbed.cli`).
-Backends: ``sim`` (the discrete-event simulator, :mod:`raytestbed.sim.engine`) and
-``emu`` (the Ray emulated cluster, :mod:`raytestbed.emu.backend`). Both produce the
-same job records; every finished job is journaled at once (``journal.jsonl``,
+Backends (:mod:`raytestbed.backends`, each a :class:`raytestbed.core.backend.Backend`): ``sim`` (the
+discrete-event simulator, :mod:`raytestbed.sim.backend`) and ``emu`` (the Ray emulated cluster,
+:mod:`raytestbed.emu.backend`). Both return the same :class:`~raytestbed.core.eventcore.RunResult`, with
+their own extra columns and files on it; every finished job is journaled at once (``journal.jsonl``,
 :mod:`raytestbed.results.journal`) so an interrupted trial can be resumed.
 """
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import re
@@ -23,24 +25,25 @@ import pandas as pd
 import yaml
 from tqdm import tqdm
 
+from raytestbed.backends import BACKENDS, get_backend
 from raytestbed.config import LoadedTrial
-from raytestbed.core.timing import make_iteration_model
+from raytestbed.core.backend import Backend, LiveBooks, TrialRun
+from raytestbed.core.events import Fault, JobFinished
 from raytestbed.core.gpu_types import GpuSpeeds
-from raytestbed.traces.throughputs import load_throughputs
+from raytestbed.core.job import admit_in_epochs
+from raytestbed.core.timing import make_iteration_model
 from raytestbed.errors import ConfigError, RaytestbedError
-from raytestbed.results.objectives import CoflowClock, utility_summary
 from raytestbed.results.journal import JOURNAL, RESUMABLE, JournalState, JournalWriter, jobs_fingerprint, read_journal
+from raytestbed.results.objectives import CoflowClock, utility_summary
+from raytestbed.results.parity import parity, write_parity
 from raytestbed.results.plots import comparison_bars
 from raytestbed.results.ranking import ranks
-from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.records import JOB_COLUMNS, SUMMARY_KEYS, job_rows, params_record, summarize
+from raytestbed.results.report import compare_report, run_report
 from raytestbed.results.writer import ResultsFolder, dumps, policy_folder, write_csv, write_json
-from raytestbed.core.events import JobFinished
-from raytestbed.schedulers.base import make_policy
-from raytestbed.core.events import Fault
-from raytestbed.sim.engine import Simulator
+from raytestbed.schedulers.base import make_policy, policy_class
 from raytestbed.traces.registry import load_workload
-from raytestbed.core.job import admit_in_epochs
+from raytestbed.traces.throughputs import load_throughputs
 
 _FAULT = re.compile(r"^(kill_server|slow_nic):(\d+)@([0-9.]+)s?(?::x([0-9.]+))?$")
 
@@ -100,21 +103,25 @@ def with_faults(loaded: LoadedTrial, specs: list[str] | None) -> LoadedTrial:
 @dataclass(frozen=True)
 class BackendSpec:
     """A backend, optionally with a mode: ``sim``, ``sim:analytic``, ``sim:flow``, ``emu``, ``emu:replay``,
-    ``emu:real`` (the mode overrides the trial's ``timing.mode`` resp. ``emu.compute``)."""
+    ``emu:real`` (the mode overrides the trial's ``timing.mode`` resp. ``emu.compute``; the backend says
+    which: :attr:`raytestbed.core.backend.Backend.modes`)."""
 
     name: str
     mode: str | None = None
 
-    _MODES = {"sim": ("analytic", "flow"), "emu": ("replay", "real")}
-
     @classmethod
     def parse(cls, text: str) -> "BackendSpec":
         name, _, mode = text.strip().partition(":")
-        if name not in cls._MODES:
-            raise ConfigError(f"backend {text!r}: expected sim or emu, optionally with ':mode'")
-        if mode and mode not in cls._MODES[name]:
-            raise ConfigError(f"backend {text!r}: mode must be one of {', '.join(cls._MODES[name])}")
+        if name not in BACKENDS:
+            raise ConfigError(f"backend {text!r}: expected {' or '.join(BACKENDS)}, optionally with ':mode'")
+        modes = BACKENDS[name].modes
+        if mode and mode not in modes:
+            raise ConfigError(f"backend {text!r}: mode must be one of {', '.join(modes)}")
         return cls(name, mode or None)
+
+    @property
+    def backend(self) -> Backend:
+        return get_backend(self.name)
 
     @property
     def label(self) -> str:
@@ -124,12 +131,7 @@ class BackendSpec:
         """The trial with this backend's mode override applied."""
         if self.mode is None:
             return loaded
-        t = loaded.trial
-        if self.name == "sim":
-            t = t.model_copy(update={"timing": t.timing.model_copy(update={"mode": self.mode})})
-        else:
-            t = t.model_copy(update={"emu": t.emu.model_copy(update={"compute": self.mode})})
-        return loaded.model_copy(update={"trial": t})
+        return loaded.model_copy(update={"trial": self.backend.with_mode(loaded.trial, self.mode)})
 
 
 def _as_spec(backend: str | BackendSpec | None, loaded: LoadedTrial) -> BackendSpec:
@@ -146,9 +148,9 @@ class _FinishedJournal:
     and kept in :attr:`differing` (job id -> differences).
     """
 
-    def __init__(self, writer: JournalWriter, backend, previous: JournalState | None = None) -> None:
+    def __init__(self, writer: JournalWriter, previous: JournalState | None = None) -> None:
         self.writer = writer
-        self.backend = backend
+        self.books: LiveBooks | None = None  #: the running backend's books (set when the run starts)
         self.previous = previous
         self.differing: dict[int, list[str]] = {}
         self.replayed: set[int] = set()
@@ -156,12 +158,14 @@ class _FinishedJournal:
         self._intervals: dict[int, list] = {}
 
     def __call__(self, jid: int) -> None:
-        busy = self.backend.busy
+        books = self.books
+        assert books is not None, "a job finished before the backend handed over its books"
+        busy = books.busy
         for j, s, e, g in busy[self._seen:]:
             self._intervals.setdefault(j, []).append((s, e, g))
         self._seen = len(busy)
-        rec = self.backend.records[jid]
-        extra = self.backend.job_extra(jid) if hasattr(self.backend, "job_extra") else None
+        rec = books.records[jid]
+        extra = books.job_extra(jid)
         row, intervals = job_rows([rec])[0], self._intervals.pop(jid, [])
         if self.previous is not None and jid in self.previous.rows:
             self.replayed.add(jid)
@@ -233,11 +237,9 @@ def run_into(
     """
     t0 = time.perf_counter()
     spec = _as_spec(backend, loaded)
-    if spec.name == "emu":
-        from raytestbed.emu.backend import emulator_missing
-
-        if (missing := emulator_missing()):
-            raise RaytestbedError(f"backend emu: the emulator is not available: {missing}")
+    runner = spec.backend
+    if (missing := runner.missing()):
+        raise RaytestbedError(f"backend {spec.name}: {missing}")
     loaded = spec.apply(loaded)
     trial = loaded.trial
     folder.mkdir(parents=True, exist_ok=True)
@@ -254,30 +256,16 @@ def run_into(
                          **with_workload_history(pair.placement, params.get(pair.placement, {}), loaded_jobs,
                                                  search))
     check_identical_servers(pair.placement, type(policy), cluster)
-    netpol = None
-    refusal = backend_refusal(trial, [pair], spec, jobs)
-    if refusal:
+    speeds = trial_speeds(loaded, cluster, loaded_jobs)
+    if (refusal := runner.refusal(trial, [pair.network] if pair.network else [], jobs, speeds)):
         raise ConfigError(refusal)
+    netpol = None
     if pair.network is not None:
         netpol = make_policy(pair.network, "network", seed, search, **params.get(pair.network, {}))
     try:
         model = make_iteration_model(trial.timing.model, **trial.timing.model_params)
     except (TypeError, ValueError) as e:
         raise ConfigError(f"timing.model_params: {e}") from None
-    speeds = trial_speeds(loaded, cluster, loaded_jobs)
-    if spec.name != "sim" and not speeds.uniform:
-        raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds run on the simulator "
-                          "only (the emulator charges every GPU its profile's time)")
-    if trial.timing.mode == "flow" and spec.name == "sim" and not speeds.uniform:
-        raise ConfigError("cluster gpu_speed / timing.throughputs: GPU types of different speeds need timing.mode: "
-                          "analytic (the flow timing runs every GPU at its profile's speed)")
-    if trial.timing.mode == "flow" and spec.name == "sim" and trial.timing.restore_s > 0:
-        raise ConfigError("timing.restore_s needs timing.mode: analytic")
-    if spec.name != "sim" and trial.timing.restore_s > 0:
-        raise ConfigError("timing.restore_s: only the sim backend charges a checkpoint restore")
-    if trial.timing.until_s is not None and spec.name != "sim":
-        raise ConfigError("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
-                          "to its end)")
     faults = [parse_fault(f) for f in trial.faults]
     for f in faults:
         if f.target >= cluster.num_servers:
@@ -290,13 +278,13 @@ def run_into(
     if previous is not None:
         previous.check(header, str(folder))
     journal = JournalWriter(folder / JOURNAL, header, previous)
+    finished_journal = _FinishedJournal(journal, previous)
 
     events = open(folder / "events.jsonl", "w", encoding="utf-8")
     decisions = open(folder / "decisions.jsonl", "w", encoding="utf-8")
     resuming = f", re-running {len(previous.rows)} journaled jobs first" if previous is not None else ""
     bar = tqdm(total=len(jobs), desc=f"{pair} ({spec.label}{resuming})", unit="job",
                disable=None if show_progress else True, leave=False, mininterval=0.5)
-    holder: dict[str, Any] = {}
     coflows = CoflowClock()
 
     def on_event(ev):
@@ -304,39 +292,25 @@ def run_into(
         if log_events:
             events.write(dumps(ev.to_json()) + "\n")
         if isinstance(ev, JobFinished):
-            holder["journal"](ev.job_id)
+            finished_journal(ev.job_id)
 
     def on_decisions(ev, name, dt, ds):
         decisions.write(dumps({"t": ev.time, "policy": name, "event": ev.kind, "wall_s": dt,
                                "decisions": [d.to_json() for d in ds]}) + "\n")
 
     last = [0]
-    step = 1 if spec.name == "emu" else 50
 
     def progress(done, total):
-        if done - last[0] >= step or done == total:
+        if done - last[0] >= runner.progress_step or done == total:
             bar.update(done - last[0])
             last[0] = done
 
-    emu_info: dict[str, Any] = {}
-    try:
-        if spec.name == "sim":
-            engine = Simulator(cluster, jobs, policy, netpol, mode=trial.timing.mode, model=model,
-                               iterations_per_coflow=trial.timing.iterations_per_coflow,
-                               schedule=trial.timing.schedule, faults=faults,
-                               until_s=trial.timing.until_s, on_event=on_event, on_decisions=on_decisions, progress=progress,
-                               speeds=speeds, restore_s=trial.timing.restore_s)
-            holder["journal"] = _FinishedJournal(journal, engine, previous)
-            res = engine.run()
-        else:
-            from raytestbed.emu.backend import run_emulated
-            from raytestbed.plugins import ship_by_value
+    def on_books(books: LiveBooks) -> None:
+        finished_journal.books = books
 
-            ship_by_value([policy, netpol] if netpol is not None else [policy])
-            res, engine, emu_info = run_emulated(
-                cluster, jobs, policy, netpol, trial.emu, faults=faults, on_event=on_event,
-                on_decisions=on_decisions, progress=progress,
-                on_engine=lambda eng: holder.__setitem__("journal", _FinishedJournal(journal, eng, previous)))
+    try:
+        res = runner.run(TrialRun(cluster, jobs, policy, netpol, trial, faults, model, speeds, on_event=on_event,
+                                    on_decisions=on_decisions, progress=progress, on_books=on_books))
     finally:
         bar.close()
         events.close()
@@ -345,14 +319,13 @@ def run_into(
     rows = job_rows(res.records)
     if show_progress:  # one plain line per run, on a terminal or not (the bar above vanishes when done)
         done = sum(r["status"] == "finished" for r in rows)
-        clock = "emulated" if spec.name == "emu" else "simulated"
-        print(f"{pair} ({spec.label}): {done} of {len(jobs)} jobs finished, {res.end_time_s:.6g} s {clock}, "
-              f"{time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
-    columns = list(JOB_COLUMNS)
-    if spec.name == "emu":
-        columns += _add_measured(rows, engine)
-        write_csv(folder / "iterations.csv", engine.iteration_rows(),
-                  ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"])
+        print(f"{pair} ({spec.label}): {done} of {len(jobs)} jobs finished, {res.end_time_s:.6g} s "
+              f"{runner.clock}, {time.perf_counter() - t0:.0f} s wall", file=sys.stderr, flush=True)
+    columns = list(JOB_COLUMNS) + res.job_columns
+    for r in rows:
+        r.update(res.job_extra.get(int(r["job_id"]), {}))
+    for name, (file_columns, file_rows) in res.files.items():
+        write_csv(folder / name, file_rows, file_columns)
     intervals = list(res.busy_gpu_intervals)
     if previous is not None:  # journaled jobs keep their journaled records verbatim
         kept = {jid: {**row, **previous.extra.get(jid, {})} for jid, row in previous.rows.items()}
@@ -369,21 +342,17 @@ def run_into(
     )
     if netpol is not None:
         meta["network_policy_params"] = params_record(netpol.get_params())
-    if spec.name == "emu":
-        meta["timing"] = "measured"
-        meta["timing_model"] = "measured"
-        meta["emulation"] = emu_info
+    meta.update(res.summary)  # the backend's own entries (the emulator's measured timing, its emulation section)
     run_stats = getattr(policy, "run_stats", None)
     if callable(run_stats):
         meta.update(run_stats())  # a policy's own statistics of the run (e.g. GADGET's embedded ratio)
     finished = {int(r["job_id"]) for r in rows if r["status"] == "finished"}
     meta.update(coflows.summary())
-    meta.update(utility_summary(jobs, getattr(res, "iterations_done", None), finished))
+    meta.update(utility_summary(jobs, res.iterations_done, finished))
     if previous is not None:
-        meta["resumed"], meta["note"] = holder["journal"].resume_note(
-            len(jobs), deterministic=not (spec.name == "emu" and trial.emu.compute == "real"))
+        meta["resumed"], meta["note"] = finished_journal.resume_note(len(jobs), deterministic=res.deterministic)
     summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
-    typed = getattr(engine, "type_gpu_seconds", None)
+    typed = res.type_gpu_seconds
     if len(cluster.gpu_types) > 1 and typed and previous is None and summary["makespan_s"] > 0:
         n = cluster.gpus_by_type()
         summary["gpu_utilisation_by_type"] = {t: typed[t] / (n[t] * summary["makespan_s"]) for t in n}
@@ -412,38 +381,6 @@ def _journaled_intervals(intervals: list, previous: JournalState) -> list:
     return out + [iv for j in sorted(set(journaled) - done) for iv in journaled[j]]
 
 
-def _add_measured(rows: list[dict[str, Any]], engine) -> list[str]:
-    """Add the emulator's measured per-iteration statistics to job rows; return the new column names."""
-    cols = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
-            "measured_comm_mean_s", "measured_start_overhead_s", "skipped_iterations"]
-    for r in rows:
-        r.update(engine.measured_stats(int(r["job_id"])))
-    return cols
-
-
-def _traffic_text(job) -> str:
-    t = job.traffic
-    parts = (["explicit coflows"] if t.coflows else []) + (["an explicit compute time"] if t.compute_s is not None else []) \
-        + (["random PS flow sizes U(0, L]"] if t.max_flow_bytes is not None else [])
-    return " and ".join(parts)
-
-
-def backend_refusal(trial, pairs: list[PolicyPair], spec: "BackendSpec", jobs: list | None = None) -> str | None:
-    """Why ``spec`` cannot honour this trial (a one-line reason), or None: a backend refuses before the run
-    instead of ignoring a decision kind or a job's traffic. ``jobs``: the trial's jobs (checked for the emulator)."""
-    net = [p.network for p in pairs if p.network is not None]
-    if net and spec.name == "sim" and trial.timing.mode != "flow":
-        return (f"network policy {net[0]!r} needs timing.mode: flow (the trial says {trial.timing.mode!r}; "
-                f"the analytic simulator has no flows to set rates or weights on)")
-    if spec.name == "emu" and jobs is not None:
-        for j in jobs:
-            if j.traffic is not None and (text := _traffic_text(j)):
-                return (f"backend emu: job {j.job_id} gives {text} (workload {trial.workload.kind!r}); the emulator's "
-                        f"workers move and compute what their profiles say, so it cannot run this job: use "
-                        f"--backend sim:flow")
-    return None
-
-
 def _trial_jobs(loaded: LoadedTrial, seed: int) -> list:
     """The trial's jobs as ``run_into`` loads them (for checks before a run)."""
     trial = loaded.trial
@@ -455,9 +392,10 @@ def _trial_jobs(loaded: LoadedTrial, seed: int) -> list:
 
 def refuse_early(loaded: LoadedTrial, pairs: list[PolicyPair], specs: list["BackendSpec"], seed: int) -> None:
     """ConfigError (one line) if one of ``specs`` cannot honour the trial, before anything runs."""
-    jobs = _trial_jobs(loaded, seed) if any(sp.name == "emu" for sp in specs) else None
+    jobs = _trial_jobs(loaded, seed) if any(sp.backend.reads_jobs for sp in specs) else None
     for sp in specs:
-        refusal = backend_refusal(sp.apply(loaded).trial, pairs, sp, jobs)
+        # a backend refuses before the run instead of ignoring a decision kind or a job's traffic
+        refusal = sp.backend.refusal(sp.apply(loaded).trial, [p.network for p in pairs if p.network], jobs, None)
         if refusal:
             raise ConfigError(refusal)
 
@@ -550,10 +488,6 @@ def with_workload_history(policy: str, params: dict[str, Any], jobs: list, searc
     rows = getattr(jobs, "predictor_history", None)
     if not rows or "history" in params:
         return params
-    import inspect
-
-    from raytestbed.schedulers.base import policy_class
-
     cls = policy_class(policy, search)
     if "history" not in inspect.signature(cls.__init__).parameters:
         return params
@@ -618,8 +552,6 @@ def parity_check(loaded: LoadedTrial, out: Path, policies: list[str], backends: 
     Writes ``out/<backend a>/`` and ``out/<backend b>/`` (compare folders), then ``parity.csv``,
     ``parity_jobs.csv`` and ``parity.md`` (:mod:`raytestbed.results.parity`); returns the parity result.
     """
-    from raytestbed.results.parity import parity, write_parity
-
     if not 0 < limit < 10:
         raise ConfigError(f"--limit {limit}: give a relative limit such as 0.10")
     loaded = with_faults(loaded, inject)

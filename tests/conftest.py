@@ -38,7 +38,9 @@ def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=Tru
     (result dict of ClockService.result, every event delivered, the service)."""
     import asyncio
 
-    from raytestbed.emu.clock_service import FastForward, local_service
+    from raytestbed.emu.clock_actor import local_service
+
+    from raytestbed.emu.fastforward import FastForward
 
     async def main():
         svc = local_service(cluster, fast_forward=FastForward(enabled=fast_forward))

@@ -13,7 +13,8 @@ import torch
 from conftest import small_cluster
 from raytestbed.core.placement import Placement
 from raytestbed.core.profile import default_profiles
-from raytestbed.emu.clock_service import FastForward, local_service
+from raytestbed.emu.clock_actor import local_service
+from raytestbed.emu.fastforward import FastForward
 from raytestbed.emu.executors import find_boundaries, plan_job, start_job
 from raytestbed.emu.executors.compute import _rows
 from raytestbed.errors import ConfigError, ServerLostError

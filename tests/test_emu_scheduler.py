@@ -292,7 +292,9 @@ def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(n
 
     import asyncio
 
-    from raytestbed.emu.clock_service import FastForward, local_service
+    from raytestbed.emu.clock_actor import local_service
+
+    from raytestbed.emu.fastforward import FastForward
 
     async def main():
         svc = local_service(cl, fast_forward=FastForward(enabled=False))

@@ -226,7 +226,7 @@ def test_real_compute_resume_is_never_called_comparable():
     from raytestbed.trial import _FinishedJournal
 
     prev = JournalState(header={}, rows={0: {"job_id": 0, "finish_s": 3.0}, 1: {"job_id": 1, "finish_s": 4.0}})
-    fj = _FinishedJournal(writer=None, backend=None, previous=prev)
+    fj = _FinishedJournal(writer=None, previous=prev)
     fj.replayed = {0, 1}
     section, note = fj.resume_note(5, deterministic=False)
     assert section == {"journaled_jobs": 2, "remaining_jobs": 3, "differing_jobs": [], "comparable": False}

@@ -1,7 +1,7 @@
 """Checking policy decisions and keeping the GPU books: once, for every backend.
 
 The simulator (:mod:`raytestbed.sim.engine`) and the emulator's scheduler core
-(:class:`raytestbed.emu.clock_service.EmuScheduler`) both apply policy decisions
+(:class:`raytestbed.emu.scheduler.EmuScheduler`) both apply policy decisions
 through one :class:`DecisionBook`:
 
 * :meth:`DecisionBook.check` validates a decision against the cluster state and raises

@@ -14,7 +14,8 @@ A backend subclasses it and adds only how time passes for running jobs, through 
 :meth:`run_started`, :meth:`run_stopped`, :meth:`run_finished`, :meth:`set_weights`,
 :meth:`set_rates`, :meth:`after_event`. The simulator (:mod:`raytestbed.sim.engine`) computes
 progress from models or the flow allocator; the emulator's scheduler
-(:mod:`raytestbed.emu.scheduler`) starts and stops real executors on the virtual clock.
+(:mod:`raytestbed.emu.scheduler`) starts and stops real executors on the virtual clock, whose heap
+of timed items it is handed (``heap``).
 
 Ticks: a policy with ``tick_interval_s`` gets a :class:`Tick` at 0 and every interval after, while
 jobs remain unfinished and a tick can still matter (a job runs, another timed event is ahead, or
@@ -117,6 +118,17 @@ class RunResult:
     end_time_s: float
     busy_gpu_intervals: list[BusyInterval] = field(default_factory=list)  #: (job, start, end, gpus)
     iterations_done: dict[int, float] = field(default_factory=dict)  #: job id -> iterations done at the end
+    #: GPU seconds held per GPU type (None: the backend does not keep them)
+    type_gpu_seconds: dict[str, float] | None = None
+    #: the backend's own ``jobs.csv`` columns (after the common ones) and their values per job id
+    job_columns: list[str] = field(default_factory=list)
+    job_extra: dict[int, dict[str, Any]] = field(default_factory=dict)
+    #: the backend's own result files: file name -> (columns, rows)
+    files: dict[str, tuple[list[str], list[dict[str, Any]]]] = field(default_factory=dict)
+    #: the backend's own ``summary.json`` entries (they override the common ones of the same key)
+    summary: dict[str, Any] = field(default_factory=dict)
+    #: False where a re-run of the same trial may differ (the emulator's real compute)
+    deterministic: bool = True
 
 
 class EventCore:
@@ -135,13 +147,16 @@ class EventCore:
         restore_s: seconds a job spends restoring its checkpoint whenever it starts again after a
             preemption, a failure or a resize (it holds its GPUs and makes no progress meanwhile);
             the backend charges it (:meth:`restore_until`).
+        heap: the list that holds the timed events, ``(time, priority, sequence, item)`` as :mod:`heapq`
+            orders them, where the backend's clock keeps them (the emulator's virtual clock: a backend
+            that passes one also pushes through its clock, :meth:`push`); None: a list of its own.
     """
 
     def __init__(self, cluster: Cluster, jobs: Sequence[Job], policies: Sequence[Policy],
                  faults: Iterable[Fault] = (), on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
                  progress: Callable[[int, int], None] | None = None, speeds=None,
-                 restore_s: float = 0.0) -> None:
+                 restore_s: float = 0.0, heap: list | None = None) -> None:
         if not (restore_s >= 0 and math.isfinite(restore_s)):
             raise ValueError(f"restore_s must be a finite number >= 0, got {restore_s!r}")
         self.cluster = cluster
@@ -164,7 +179,7 @@ class EventCore:
         self._on_event = on_event
         self._on_decisions = on_decisions
         self._progress = progress
-        self._heap: list = []
+        self._heap: list = [] if heap is None else heap
         self._seq = 0
         self._immediate: deque[Event] = deque()
         self._settled: list[Event] = []  #: coflow events of this instant (:meth:`emit_settled`)

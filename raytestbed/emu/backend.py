@@ -1,15 +1,16 @@
-"""The emulated backend of ``raytestbed run/compare --backend emu``.
+"""The emulated backend of ``raytestbed run/compare --backend emu`` (:class:`raytestbed.core.backend.Backend`).
 
-:func:`run_emulated` starts an :class:`~raytestbed.emu.cluster.EmuCluster` for the trial's
+:meth:`EmuBackend.run` starts an :class:`~raytestbed.emu.cluster.EmuCluster` for the trial's
 cluster and hands the jobs, the policies (unchanged) and the injected faults to its clock actor
-(:class:`~raytestbed.emu.clock_service.EmuScheduler` on the virtual clock), which starts and stops
-the real job executors as the policies decide. The driver (:class:`EmuBackend`) only follows:
+(:class:`~raytestbed.emu.scheduler.EmuScheduler` on the virtual clock), which starts and stops
+the real job executors as the policies decide. The driver (:class:`EmuDriver`) only follows:
 it logs events and decisions as they come, kills the servers that injected faults name, reports
 servers found dead, and collects the books at the end.
 
 Times are emulated seconds of the virtual clock. The results are the simulator's job records
-(same ``jobs.csv`` columns and ``summary.json`` keys), plus measured per-iteration times and an
-``emulation`` section (:meth:`EmuBackend.emulation_info`).
+(same ``jobs.csv`` columns and ``summary.json`` keys), plus measured per-iteration statistics
+(extra ``jobs.csv`` columns, :data:`MEASURED_COLUMNS`), every iteration (``iterations.csv``) and an
+``emulation`` section (:meth:`EmuDriver.emulation_info`).
 """
 
 from __future__ import annotations
@@ -23,19 +24,31 @@ from typing import Any
 
 import numpy as np
 
+from raytestbed.core.backend import TrialRun
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import JobRecord
-from raytestbed.core.events import Decision, Event, Fault, JobFinished
-from raytestbed.core.job import Job
-from raytestbed.core.policy import Policy
-from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.core.eventcore import RunResult
+from raytestbed.core.events import Decision, Event, Fault, JobFinished
+from raytestbed.core.gpu_types import GpuSpeeds
+from raytestbed.core.job import Job
+from raytestbed.core.placement import Placement
+from raytestbed.core.policy import Policy
+from raytestbed.core.profile import default_profiles
+from raytestbed.errors import ConfigError, RaytestbedError
+from raytestbed.execution.plan import plan_job
+from raytestbed.plugins import ship_by_value
+
+#: the measured per-iteration statistics added to ``jobs.csv`` (emulated seconds)
+MEASURED_COLUMNS = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
+                    "measured_comm_mean_s", "measured_start_overhead_s", "skipped_iterations"]
+#: the columns of ``iterations.csv``, one row per iteration that ran (emulated seconds; ``cpu_s``: CPU seconds)
+ITERATION_COLUMNS = ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"]
 
 
 def emulator_missing() -> str | None:
     """None if the emulator's parts are installed, else a one-line reason."""
     for mod, names in (("raytestbed.emu.cluster", ("EmuCluster",)), ("raytestbed.emu.executors", ("start_job",)),
-                       ("raytestbed.emu.clock_service", ("ClockService",))):
+                       ("raytestbed.emu.clock_actor", ("clock_actor_class",))):
         try:
             m = importlib.import_module(mod)
         except ImportError as e:
@@ -74,7 +87,7 @@ def measured_stats(rows: Sequence[tuple], first_start_s: float) -> dict[str, flo
             "measured_start_overhead_s": max(0.0, float(rows[0][0] - rows[0][2] - first_start_s))}
 
 
-class EmuBackend:
+class EmuDriver:
     """Drive one trial on an emulated cluster (see the module docstring).
 
     Args:
@@ -126,7 +139,8 @@ class EmuBackend:
             raise
 
     def _run(self) -> RunResult:
-        import ray
+        import ray  # imported when the emulator runs: Ray imports in 3.8 s (python -X importtime, load 20)
+
 
         clock = self.emu.clock
         finished = 0
@@ -223,10 +237,6 @@ class EmuBackend:
 def check_real_compute(cluster: Cluster, jobs: Sequence[Job]) -> None:
     """Refuse, before anything starts, jobs that real compute cannot run (a model outside the zoo, no
     profile, stages matching no layer range): one line naming the job."""
-    from raytestbed.core.placement import Placement
-    from raytestbed.core.profile import default_profiles
-    from raytestbed.execution.plan import plan_job
-
     profiles = default_profiles()
     for job in jobs:
         gpus = tuple(range(sum(job.replicas())))
@@ -240,28 +250,75 @@ def check_real_compute(cluster: Cluster, jobs: Sequence[Job]) -> None:
             raise ConfigError(f"emu.compute real: {e}") from None
 
 
-def run_emulated(cluster: Cluster, jobs: Sequence[Job], policy: Policy, network_policy: Policy | None, cfg,
-                 faults: Sequence[Fault] = (), on_event=None, on_decisions=None, progress=None,
-                 on_engine: Callable[[EmuBackend], None] | None = None) -> tuple[RunResult, EmuBackend, dict]:
-    """Run ``jobs`` on an emulated ``cluster`` per the trial's ``emu:`` section ``cfg``
-    (:class:`raytestbed.config.EmuConfig`); returns (result, backend, emulation section)."""
-    from raytestbed.emu.clock_service import FastForward
-    from raytestbed.emu.cluster import EmuCluster
+def _traffic_text(job: Job) -> str:
+    """What of a job's explicit traffic the emulator cannot run ("" if nothing)."""
+    t = job.traffic
+    parts = (["explicit coflows"] if t.coflows else []) + (["an explicit compute time"] if t.compute_s is not None else []) \
+        + (["random PS flow sizes U(0, L]"] if t.max_flow_bytes is not None else [])
+    return " and ".join(parts)
 
-    policies = [p for p in (policy, network_policy) if p is not None]
-    if cfg.compute == "real":
-        check_real_compute(cluster, jobs)
-    ff = FastForward(**cfg.fast_forward.model_dump())
-    with EmuCluster(cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
-                    gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes,
-                    start_timeout_s=cfg.start_timeout_s) as emu:
-        emu.fast_forward = ff
+
+class EmuBackend:
+    """The emulated cluster as a backend: the trial's ``emu`` section says how (compute, fast-forward, Ray)."""
+
+    name = "emu"
+    modes = ("replay", "real")  #: override the trial's ``emu.compute``
+    clock = "emulated"
+    progress_step = 1
+    reads_jobs = True
+
+    def missing(self) -> str | None:
+        missing = emulator_missing()
+        return f"the emulator is not available: {missing}" if missing else None
+
+    def with_mode(self, trial: Any, mode: str) -> Any:
+        return trial.model_copy(update={"emu": trial.emu.model_copy(update={"compute": mode})})
+
+    def refusal(self, trial: Any, network_policies: Sequence[str], jobs: Sequence[Job] | None,
+                speeds: GpuSpeeds | None) -> str | None:
+        for j in jobs or ():
+            if j.traffic is not None and (text := _traffic_text(j)):
+                return (f"backend emu: job {j.job_id} gives {text} (workload {trial.workload.kind!r}); the emulator's "
+                        f"workers move and compute what their profiles say, so it cannot run this job: use "
+                        f"--backend sim:flow")
+        if speeds is not None and not speeds.uniform:
+            return ("cluster gpu_speed / timing.throughputs: GPU types of different speeds run on the simulator "
+                    "only (the emulator charges every GPU its profile's time)")
+        if trial.timing.restore_s > 0:
+            return "timing.restore_s: only the sim backend charges a checkpoint restore"
+        if trial.timing.until_s is not None:
+            return ("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
+                    "to its end)")
+        return None
+
+    def run(self, run: TrialRun) -> RunResult:
+        """Run the trial on an emulated cluster started for it (and stopped after)."""
+        # the emulator's Ray side, imported when a run needs it: these two modules add 1.0 s cumulative
+        # (python -X importtime, 2-core host at load 20) to every simulated run otherwise
+        from raytestbed.emu.fastforward import FastForward
+        from raytestbed.emu.cluster import EmuCluster
+
+        cfg = run.trial.emu
+        policies = run.policies
+        ship_by_value(policies)
         if cfg.compute == "real":
-            emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
-        backend = EmuBackend(emu, jobs, policies, faults, compute=cfg.compute, compute_factor=cfg.compute_factor,
-                             device=cfg.compute_device,
-                             poll_s=cfg.progress_s, on_event=on_event, on_decisions=on_decisions, progress=progress)
-        if on_engine is not None:
-            on_engine(backend)
-        res = backend.run()
-        return res, backend, backend.emulation_info()
+            check_real_compute(run.cluster, run.jobs)
+        ff = FastForward(**cfg.fast_forward.model_dump())
+        with EmuCluster(run.cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
+                        gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes,
+                        start_timeout_s=cfg.start_timeout_s) as emu:
+            emu.fast_forward = ff
+            if cfg.compute == "real":
+                emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
+            driver = EmuDriver(emu, run.jobs, policies, run.faults, compute=cfg.compute,
+                               compute_factor=cfg.compute_factor, device=cfg.compute_device, poll_s=cfg.progress_s,
+                               on_event=run.on_event, on_decisions=run.on_decisions, progress=run.progress)
+            if run.on_books is not None:
+                run.on_books(driver)
+            res = driver.run()
+            res.job_columns = list(MEASURED_COLUMNS)
+            res.job_extra = {jid: driver.measured_stats(jid) for jid in driver.records}
+            res.files = {"iterations.csv": (list(ITERATION_COLUMNS), driver.iteration_rows())}
+            res.summary = {"timing": "measured", "timing_model": "measured", "emulation": driver.emulation_info()}
+            res.deterministic = cfg.compute != "real"
+            return res

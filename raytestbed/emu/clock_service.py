@@ -1,15 +1,15 @@
-"""The clock service: the virtual clock, the fabric, the runs and (in a trial) the scheduler, in one place.
+"""The clock service: the loop that drives the virtual clock, the runs on it and (in a trial) the scheduler.
 
-:class:`ClockService` is what the emulated cluster's clock actor runs (``EmuCluster.clock``;
-:func:`clock_actor_class`); in-process (no Ray) it drives unit tests. It owns
+:class:`ClockService` is what the emulated cluster's clock actor runs (:mod:`raytestbed.emu.clock_actor`:
+``EmuCluster.clock``); in-process (no Ray) it drives unit tests. It holds
 
 * the :class:`~raytestbed.emu.vclock.VirtualClock` (participants, steps, the fluid fabric);
-* the **runs**: one per (re)start of a job, launched through a *launcher* (the worker pool's host
-  actors, or in-process objects in tests), each followed by a :class:`~raytestbed.execution.monitor.RunMonitor`;
-* in a trial, the **scheduler**: an :class:`EmuScheduler`, the shared event core
-  (:class:`~raytestbed.core.eventcore.EventCore`) on the virtual clock, which holds the policy
-  objects unchanged and turns decisions into run starts and stops, fabric weights and rates;
-* **fast-forward** of steady iterations (:class:`FastForward`).
+* the **runs** (:class:`~raytestbed.emu.run.Run`): one per (re)start of a job, launched through a
+  *launcher* (the worker pool's host actors, or in-process objects in tests), each followed by a
+  :class:`~raytestbed.execution.monitor.RunMonitor`;
+* in a trial, the **scheduler** (:class:`~raytestbed.emu.scheduler.EmuScheduler`: the shared event
+  core on the virtual clock, the policies' decisions turned into run starts and stops);
+* **fast-forward** of steady iterations (:class:`~raytestbed.emu.fastforward.FastForwarder`).
 
 The main loop (:meth:`ClockService._loop`): wait until no participant is runnable, apply the
 steps that arrived (:meth:`VirtualClock.admit`), fast-forward if every run is steady, else handle
@@ -28,94 +28,31 @@ import asyncio
 import logging
 import math
 import time
-from collections.abc import Callable, Hashable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import JobRecord
-from raytestbed.core.eventcore import P_DONE, EventCore
-from raytestbed.core.events import (
-    CoflowFinished,
-    CoflowStarted,
-    Decision,
-    Event,
-    Fault,
-    IterationMeasured,
-    JobFailed,
-)
+from raytestbed.core.eventcore import P_DONE
+from raytestbed.core.events import Decision, Event, Fault
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
-from raytestbed.execution.plan import JobPlan, plan_job
-from raytestbed.emu.flowview import FlowView
-from raytestbed.errors import PolicyError
-from raytestbed.execution.monitor import IterationRow, RunMonitor
+from raytestbed.emu.fastforward import FastForward, FastForwarder
+from raytestbed.emu.run import Run, touches
+from raytestbed.emu.scheduler import EmuScheduler
 from raytestbed.emu.vclock import Send, VirtualClock, Wake
+from raytestbed.execution.monitor import RunMonitor
+from raytestbed.execution.plan import plan_job
 
 log = logging.getLogger(__name__)
 
 
 #: replay: bytes that really move per transfer at most (the fluid model charges the profiled size)
 DEFAULT_REPLAY_PAYLOAD = 1 << 20
-
-
-@dataclass(frozen=True)
-class FastForward:
-    """When steady iterations may be skipped (docs/emulator.md, "Fast-forward").
-
-    Attributes:
-        enabled: skip at all.
-        window: iterations per window; the mean times of the last two windows (all after the last
-            configuration change) must agree.
-        tolerance: their largest relative difference.
-        min_iterations: skip only when every run can skip at least this many iterations.
-        margin: iterations each run keeps to run for real before its end (plus its pipeline depth).
-        period_tolerance: replay runs, and runs that share links, are skipped only by whole periods
-            of a pattern that repeats: each run's iteration times repeat (lag of at most 2 x
-            ``window``) and the runs' periods fit whole multiples of one common period, both within
-            this relative tolerance (runs still drifting, alone or against each other, run for real).
-    """
-
-    enabled: bool = True
-    window: int = 4
-    tolerance: float = 0.02
-    min_iterations: int = 4
-    margin: int = 2
-    period_tolerance: float = 1e-6
-
-
-@dataclass
-class Run:
-    """One run of a job on the emulated cluster."""
-
-    run_id: tuple
-    job: Job
-    placement: Placement
-    plan: JobPlan
-    monitor: RunMonitor
-    pids: list
-    start_s: float
-    links: frozenset = frozenset()  #: NIC (and rack) links its inter-server traffic crosses
-    changed_s: float = 0.0  #: last change of what shares its links (fast-forward needs steadiness since)
-    failure: str | None = None
-    ended: bool = False
-    done_event: asyncio.Event = field(default_factory=asyncio.Event)
-
-
-@dataclass
-class Window:
-    """A fast-forward window of a group of runs that share links with no one else."""
-
-    runs: list[Run]
-    t0: float
-    dt: float
-    paused: list
-    pids: set
-    alphas: dict
-    period: float  #: seconds after which every run of the group is in phase again (a cut ends on one)
 
 
 @dataclass
@@ -137,10 +74,10 @@ class ClockService:
 
     Args:
         cluster: the emulated cluster.
-        launcher: starts and drops runs' participants (:class:`LocalLauncher`, or the pool's
-            ``PoolLauncher`` in the actor).
+        launcher: starts and drops runs' participants (:class:`~raytestbed.emu.clock_actor.LocalLauncher`,
+            or the pool's ``PoolLauncher`` in the actor).
         nic_share: ``"fair"`` or ``"reserved"`` (:mod:`raytestbed.emu.fluid`).
-        fast_forward: a :class:`FastForward` (default: on).
+        fast_forward: a :class:`~raytestbed.emu.fastforward.FastForward` (default: on).
         pace: emulated seconds per wall second at most (a live demo at human speed); None: as
             fast as the host runs (results are the same either way).
         watchdog_s: wall seconds without progress before the runnable participants are logged.
@@ -154,23 +91,18 @@ class ClockService:
         self.cluster = cluster
         self.replay_payload_bytes = replay_payload_bytes
         self.launcher = launcher
-        self.ff = fast_forward or FastForward()
         self.pace = pace
         self.watchdog_s = float(watchdog_s)
         self.clock = VirtualClock(cluster, nic_share, on_item=self._on_item, on_coflow=self._on_coflow)
         self.runs: dict[tuple, Run] = {}
         self._run_count = 0
         self._launching: list[Run] = []
-        self._windows: dict[int, Window] = {}  # fast-forward windows in progress
-        self._window_of: dict[tuple, int] = {}  # run id -> its window
-        self._window_ids = 0
-        self._ff_looked: tuple | None = None  #: the runs as fast-forward last found none steady
-        self.windows_cut = 0  #: fast-forward windows cut short by a change on their links
+        self.fast_forward = FastForwarder(fast_forward or FastForward(), self.clock)
         self._activity: asyncio.Event | None = None
         self._loop_task: asyncio.Task | None = None
         self._error: BaseException | None = None
         self.scheduler: EmuScheduler | None = None
-        self._out = Batch()
+        self.out = Batch()  #: what the next poll returns (the scheduler adds to it)
         self._poll_ev: asyncio.Event | None = None
         self.wall_start = time.perf_counter()
         self.stalls: list[str] = []
@@ -206,8 +138,6 @@ class ClockService:
         run_id = (job.job_id, self._run_count)
         plan = plan_job(job, placement, self.cluster, iterations=iterations, mode=mode,
                         start_iteration=start_iteration, profile=profile)
-        from dataclasses import replace
-
         cf = None if compute_factor is None else float(compute_factor)
         cap = self.replay_payload_bytes
         plan = replace(plan, workers=tuple(replace(w, compute_factor=cf, replay_payload_bytes=cap, device=device)
@@ -216,7 +146,7 @@ class ClockService:
         pids = [(run_id, "w", w.rank) for w in plan.workers] + [(run_id, "ps", p.index) for p in plan.ps]
         mon = RunMonitor(job.job_id, len(plan.workers), iterations, start_iteration, self.clock.now)
         run = Run(run_id, job, placement, plan, mon, pids, self.clock.now, links=self._links_of(placement))
-        self._changed(run.links)
+        self.links_changed(run.links)
         self.runs[run_id] = run
         for pid in pids:
             self.clock.register(pid, run_id)
@@ -235,13 +165,13 @@ class ClockService:
             return frozenset()
         return frozenset(link for a in servers for b in servers if a != b for link in self.cluster.path(a, b))
 
-    def _changed(self, links: frozenset | None) -> None:
+    def links_changed(self, links: frozenset | None) -> None:
         """What shares ``links`` changed now (None: everything, e.g. weights): cut the fast-forward windows
         of runs on them short and restart their steadiness."""
         now = self.clock.now
         for run in self.runs.values():
             if not run.ended and (links is None or run.links & links):
-                self._cut(run)
+                self.fast_forward.cut(run)
                 run.changed_s = now
 
     async def _launch_pending(self) -> None:
@@ -270,7 +200,7 @@ class ClockService:
         run = self.runs.get(run_id)
         if run is None:
             return 0
-        self._cut(run, stop=True)
+        self.fast_forward.cut(run, stop=True)
         run.ended = True
         run.failure = failure
         self.clock.drop(run_id)
@@ -278,7 +208,7 @@ class ClockService:
             self._launching.remove(run)
         if self.launcher is not None:
             self.launcher.drop(run)
-        self._changed(run.links)
+        self.links_changed(run.links)
         run.done_event.set()
         return run.monitor.done
 
@@ -330,16 +260,16 @@ class ClockService:
         return self.drop_run(run_id)
 
     async def set_weights(self, weights: dict) -> None:
-        self._changed(None)
+        self.links_changed(None)
         self.clock.net.set_weights(dict(weights))
 
     async def set_rates(self, rates: dict) -> None:
-        self._changed(None)
+        self.links_changed(None)
         self.clock.net.set_rates(dict(rates))
 
     async def slow_link(self, link, factor: float) -> None:
         """Divide the capacity of ``link`` (e.g. ``("egress", 3)``, or ``("intra", m)``) by ``factor`` now."""
-        self._changed(None)
+        self.links_changed(None)
         if isinstance(link, tuple) and link and link[0] == "intra":
             self.clock.net.set_intra_factor(int(link[1]), factor)
         else:
@@ -351,7 +281,7 @@ class ClockService:
             self.scheduler.lose_server(server)
         else:
             for run in list(self.runs.values()):
-                if not run.ended and _touches(run, server, self.cluster):
+                if not run.ended and touches(run, server, self.cluster):
                     self.drop_run(run.run_id, f"server {server} lost")
         self._poke()
 
@@ -364,7 +294,7 @@ class ClockService:
                 "in_flight": len(c.net), "late_steps": c.late_steps, "rounds": c.rounds,
                 "participants": c.participants, "runnable": len(c.runnable),
                 "skipped_iterations": sum(r.monitor.skipped for r in self.runs.values()),
-                "ff_windows": self._window_ids, "ff_windows_cut": self.windows_cut,
+                "ff_windows": self.fast_forward.windows_opened, "ff_windows_cut": self.fast_forward.windows_cut,
                 "rate_overcommitted": c.net.overcommitted,
                 "stalls": list(self.stalls)}
 
@@ -406,7 +336,7 @@ class ClockService:
             self._poll_ev.clear()
         if self._error is not None:
             raise self._error
-        out, self._out = self._out, Batch()
+        out, self.out = self.out, Batch()
         out.done = self._trial_done()
         out.now_s = self.clock.now
         return out
@@ -515,7 +445,7 @@ class ClockService:
     # ------------------------------------------------------------------ clock callbacks
     def _on_item(self, t: float, item: tuple) -> None:
         if item[0] == "ffend":
-            self._end_window(item[1])
+            self.fast_forward.end_window(item[1])
             return
         if item[0] == "run":
             kind, run_id = item[1], item[2]
@@ -534,13 +464,13 @@ class ClockService:
             self._news()
 
     def _run_done(self, run: Run) -> None:
-        self._cut(run, stop=True)
+        self.fast_forward.cut(run, stop=True)
         run.ended = True
         for pid in run.pids:
             self.clock.leave(pid)
         if self.launcher is not None:
             self.launcher.drop(run)
-        self._changed(run.links)
+        self.links_changed(run.links)
         run.done_event.set()
         if self.scheduler is not None:
             self.scheduler.run_done(run)
@@ -549,133 +479,12 @@ class ClockService:
         if self.scheduler is not None:
             self.scheduler.coflow(kind, t, job_id, coflow, nbytes)
 
-    # ------------------------------------------------------------------ fast-forward
     def _fast_forward(self) -> bool:
-        """Open a fast-forward window for every group of runs (runs sharing links) that is steady;
-        returns whether one opened (docs/emulator.md, "Fast-forward")."""
-        ff = self.ff
-        if not ff.enabled or (self.scheduler is not None and self.scheduler.network_policy):
+        """Skip steady iterations of the runs that run now (off while a network policy sets rates);
+        returns whether a window opened."""
+        if self.scheduler is not None and self.scheduler.network_policy:
             return False
-        live = [r for r in self.runs.values() if not r.ended and r.run_id not in self._window_of
-                and r not in self._launching]
-        # the answer changes only when an iteration ends, a run joins or leaves, or its links change
-        looked = tuple((r.run_id, len(r.monitor.rows), r.monitor.done, r.changed_s) for r in live)
-        if looked == self._ff_looked:
-            return False
-        opened = False
-        for group in _groups(live):
-            found = self._period(group)
-            if found is None:
-                continue
-            period, alphas = found
-            # a window also ends before the next periodic tick: a slotted policy may stop a run there,
-            # and a run stopped inside a window cannot lose its unfinished iteration as a run that ran does
-            t_tick = self.clock.next_item_time(lambda it: it[0] == "tick") - self.clock.now
-            dt = min((min(run.monitor.iterations - run.monitor.done, t_tick / alphas[run.run_id])
-                      - ff.margin - run.plan.workers[0].num_stages - 1) * alphas[run.run_id] for run in group)
-            dt = math.floor(dt / period + 1e-9) * period  # whole periods: the runs resume in phase
-            if dt >= ff.min_iterations * max(alphas.values()):
-                self._open_window(group, dt, alphas, period)
-                opened = True
-        self._ff_looked = None if opened else looked
-        return opened
-
-    def _period(self, group: list[Run]) -> tuple[float, dict] | None:
-        """A steady group's period ``P`` (after ``P`` seconds every run is in phase again) and each run's
-        mean iteration time over it; None if the group is not steady.
-
-        A run alone with real compute (whose charges vary from pass to pass): steady within
-        ``tolerance`` (:meth:`RunMonitor.steady`), its period one iteration of its mean time. Otherwise
-        the shortest ``P`` in which each run's iteration pattern repeats a whole number of times
-        (:meth:`RunMonitor.period`, within ``period_tolerance``): runs still drifting, alone or
-        against each other, are not steady."""
-        ff = self.ff
-        if len(group) == 1 and group[0].plan.mode != "replay":
-            run = group[0]
-            a = run.monitor.steady(ff.window, ff.tolerance, run.changed_s)
-            return None if a is None else (a, {run.run_id: a})
-        periods = {}
-        for run in group:
-            p = run.monitor.period(run.changed_s, ff.period_tolerance, 2 * ff.window, 2 * ff.window)
-            if p is None:
-                return None
-            periods[run.run_id] = p
-        longest = max(s for _, s in periods.values())
-        for m in range(1, 2 * ff.window + 1):
-            P = m * longest
-            alphas = {}
-            for rid, (n, s) in periods.items():
-                k = round(P / s)
-                if abs(k * s - P) > ff.period_tolerance * P:
-                    break
-                alphas[rid] = P / (k * n)
-            else:
-                return P, alphas
-        return None
-
-    def _open_window(self, group: list[Run], dt: float, alphas: dict, period: float) -> None:
-        """Skip ``dt`` seconds of ``group``: its transfers pause, its steps and items move by ``dt``, each
-        run is credited ``dt / alpha`` iterations (its workers learn it at their next wake)."""
-        now = self.clock.now
-        self._window_ids += 1
-        wid = self._window_ids
-        pids = {pid for run in group for pid in run.pids}
-        ids = {run.run_id for run in group}
-        paused = self.clock.pause(pids)
-        self.clock.shift_items(lambda it: _owned(it, pids, ids), dt)
-        for run in group:
-            n = run.monitor.ff_begin(dt, alphas[run.run_id])
-            for pid in run.pids:
-                self.clock.set_skip(pid, n)
-            self._window_of[run.run_id] = wid
-        self._windows[wid] = Window(group, now, dt, paused, pids, alphas, period)
-        self.clock.schedule(now + dt, P_DONE, ("ffend", wid))
-
-    def _end_window(self, wid: int) -> None:
-        """Window ``wid`` reached its end: its transfers resume, its runs run for real again."""
-        w = self._windows.pop(wid, None)
-        if w is None:
-            return
-        for run in w.runs:
-            self._window_of.pop(run.run_id, None)
-            run.monitor._ff_saved = None
-        self.clock.unpause(w.paused, w.dt)
-
-    def _cut(self, run: Run, stop: bool = False) -> None:
-        """``run`` is in a fast-forward window and something changes on its links now: end the window
-        early, at its next whole period (at or after now), so its runs resume in phase. ``stop``: the
-        run itself stops now (its window closes now)."""
-        wid = self._window_of.get(run.run_id)
-        if wid is None:
-            return
-        w = self._windows[wid]
-        now = self.clock.now
-        end = now
-        if not stop:
-            end = min(w.t0 + w.dt, w.t0 + math.ceil((now - w.t0) / w.period - 1e-9) * w.period)
-        if end >= w.t0 + w.dt:
-            return  # it ends by itself then
-        self.windows_cut += 1
-        back = w.t0 + w.dt - end
-        ids = {r.run_id for r in w.runs}
-        self.clock.shift_items(lambda it: _owned(it, w.pids, ids) or it == ("ffend", wid), -back)
-        for r in w.runs:
-            if not r.ended:
-                # the stopping run keeps only the iterations it completed; the others resume in phase
-                n = r.monitor.ff_revise(end - w.t0, whole=stop and r is run)
-                for pid in r.pids:
-                    self.clock.set_skip(pid, n)
-        w.dt -= back
-        if end <= now:
-            self._end_window(wid)
-
-    def ff_progress(self, run: Run) -> float:
-        """Iterations ``run`` has completed by now, fast-forwarded ones counted as they pass."""
-        wid = self._window_of.get(run.run_id)
-        if wid is None:
-            return run.monitor.done
-        return run.monitor.ff_done_at(self.clock.now - self._windows[wid].t0)
-
+        return self.fast_forward.look([r for r in self.runs.values() if not r.ended and r not in self._launching])
 
 def _what(e: BaseException) -> str:
     """An exception's type and the first line of its message (200 characters at most; it may have none)."""
@@ -683,274 +492,3 @@ def _what(e: BaseException) -> str:
     return f"{type(e).__name__}: {first}" if first else type(e).__name__
 
 
-def _owned(item: tuple, pids: set, run_ids: set) -> bool:
-    """Whether a scheduled item belongs to these participants or runs (moved with a fast-forward window)."""
-    if item[0] == "resume":
-        return item[1] in pids
-    return item[0] == "run" and item[2] in run_ids
-
-
-def _groups(runs: list[Run]) -> list[list[Run]]:
-    """Runs grouped by shared links (connected components); a run inside one server is its own group."""
-    groups: list[tuple[set, list[Run]]] = []
-    for run in runs:
-        links, members = set(run.links), [run]
-        for g in [g for g in groups if g[0] & run.links]:
-            groups.remove(g)
-            links |= g[0]
-            members = g[1] + members
-        groups.append((links, members))
-    return [m for _, m in groups]
-
-
-def _touches(run: Run, server: int, cluster: Cluster) -> bool:
-    return server in run.placement.servers(cluster) or server in run.placement.ps_servers
-
-
-class EmuScheduler(EventCore):
-    """The event core on the virtual clock: the policies decide, runs start and stop.
-
-    Timed events (arrivals, ticks, wake-ups, faults) live in the clock's heap; completed
-    iterations become ``IterationMeasured`` (the measured iteration time), the last one
-    ``JobFinished``; coflows of the fabric become ``CoflowStarted`` / ``CoflowFinished``.
-    A decision is applied at once at the clock's time: ``StartJob`` registers and launches a
-    run, ``Preempt`` drops it (the job keeps its completed iterations), ``SetFlowWeights`` /
-    ``SetFlowRates`` change the fabric's allocation now.
-    """
-
-    def __init__(self, service: ClockService, jobs: Sequence[Job], policies: Sequence[Policy],
-                 faults: Sequence[Fault] = (), mode: str = "replay", compute_factor: float | None = None,
-                 window: int = 10, device: str = "cpu") -> None:
-        self.service = service
-        self.mode = mode
-        self.compute_factor = compute_factor
-        self.device = device
-        self.window = window
-        self.run_of: dict[int, tuple] = {}
-        self.warnings: list[str] = []
-        self._estimates: dict[int, list[float]] = {}
-        super().__init__(service.cluster, jobs, policies, faults,
-                         on_event=lambda ev: service._out.events.append(ev),
-                         on_decisions=lambda ev, name, dt, ds: service._out.decisions.append((ev, name, dt, list(ds))))
-        self._heap = service.clock._heap
-        self.network_policy = any(p.role == "network" for p in self.policies)
-        # what network policies read: the fluid model's transfers laid out as the flow simulator's table
-        self.flowview = FlowView(service.clock.net, jobs, service.clock.fabric_bytes)
-        self.state.flow_arrays = self._flow_arrays
-        self.state.coflow_sync = self._sync_coflows
-        self.known_flow = self.flowview.knows
-
-    # ------------------------------------------------------------------ timed events on the clock
-    def push(self, t: float, prio: int, item: tuple) -> None:
-        self.service.clock.schedule(t, prio, item)
-
-    def timed(self, t: float, item: tuple) -> None:
-        self.state.now = t
-        self._sync_bytes()
-        self.handle(t, item)
-
-    # ------------------------------------------------------------------ reports from runs
-    def iteration(self, run: Run, row: IterationRow) -> None:
-        jid = run.job.job_id
-        if self.run_of.get(jid) != run.run_id:
-            return
-        self.state.now = row.end_s
-        self._sync_bytes()
-        rj = self.state.running[jid]
-        self.done_iters[jid] = self.credit(jid, run.monitor.start_iteration, run.monitor.done)
-        rj.iterations_done = self.done_iters[jid]
-        est = self._estimates.setdefault(jid, [])
-        est.append(row.iter_s)
-        tail = est[1:] if len(est) > 1 else est  # the run's first iteration includes pipeline fill
-        rj.iteration_time_s = self.records[jid].iteration_time_s = float(np.mean(tail[-self.window:]))
-        self.emit(IterationMeasured(row.end_s, jid, row.iter_s, compute_s=row.compute_s, comm_s=row.comm_s))
-        self.drain()
-
-    def run_done(self, run: Run) -> None:
-        jid = run.job.job_id
-        if self.run_of.get(jid) != run.run_id:
-            return
-        self.state.now = self.service.clock.now
-        self.finish(jid)
-        self.service._out.records[jid] = self.records[jid]
-        self.service._out.measured[jid] = self.service.job_measured(jid)
-        self.drain()
-
-    def job_failed(self, jid: int, reason: str) -> None:
-        """A worker of ``jid``'s run died (or its launch failed): the job is pending again."""
-        self.state.now = self.service.clock.now
-        self._sync_bytes()
-        self.stop(jid, "failures")
-        self.emit(JobFailed(self.state.now, jid, reason))
-        self.warnings.append(f"job {jid}: {reason}")
-        self.drain()
-
-    def lose_server(self, server: int) -> None:
-        """A server died outside the trial's injected faults (found dead by the driver)."""
-        if server in self.state.lost_servers:
-            return
-        self.state.now = self.service.clock.now
-        self.kill_server(server)
-        self.drain()
-
-    def coflow(self, kind: str, t: float, jid: int, coflow, nbytes: float) -> None:
-        """A coflow of a running job started or finished now (the fabric saw its first transfer start or its
-        last one in flight end): counted now, reported to the policies when the instant has settled."""
-        rj = self.state.running.get(jid)
-        if rj is None:
-            return
-        cid = coflow if isinstance(coflow, tuple) else (coflow,)
-        if kind == "started":
-            self.emit_settled(CoflowStarted(t, jid, cid, nbytes))
-        else:
-            rj.coflows_done += 1
-            self.emit_settled(CoflowFinished(t, jid, cid, nbytes))
-
-    def settled(self) -> None:
-        """Nothing more happens at the clock's now: deliver the instant's coflow events."""
-        self.state.now = self.service.clock.now
-        self._sync_bytes()
-        self.deliver_settled()
-
-    def _sync_bytes(self) -> None:
-        """Refresh what the policies read of running jobs: bytes sent in the current run (as the flow
-        simulator counts them: what the job's transfers through the fabric moved so far,
-        :meth:`FlowView.sent`), iterations done (fast-forwarded iterations counted as their time passes)."""
-        sent = self.flowview.sent
-        for jid, rj in self.state.running.items():
-            rj.bytes_sent = sent(jid)
-            run = self.service.runs.get(self.run_of.get(jid))
-            if run is not None:
-                rj.iterations_done = self.credit(jid, run.monitor.start_iteration, self.service.ff_progress(run))
-
-    # ------------------------------------------------------------------ event-core hooks
-    def run_started(self, job: Job, placement: Placement) -> None:
-        done = int(self.done_iters[job.job_id])
-        profile = None
-        if self.mode == "real":
-            from raytestbed.core.profile import default_profiles
-
-            profile = default_profiles().get(job.model)
-        steps = math.ceil(self.steps_left(job.job_id) - 1e-9)
-        run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile, self.device)
-        self.run_of[job.job_id] = run.run_id
-        self._estimates[job.job_id] = []
-        self.flowview.run_started(job.job_id)
-
-    def run_stopped(self, jid: int) -> None:
-        rid = self.run_of.pop(jid, None)
-        if rid is not None:
-            run = self.service.runs[rid]
-            self.service.drop_run(rid)  # first: a fast-forward window is cut at now
-            self.done_iters[jid] = self.credit(jid, run.monitor.start_iteration, run.monitor.done)
-
-    def run_finished(self, jid: int) -> None:
-        self.run_of.pop(jid, None)
-        self.done_iters[jid] = float(self.jobs[jid].iterations)
-
-    def server_lost(self, server: int) -> None:
-        self.service._out.kills.append(server)
-
-    slows_nics = True
-
-    def slow_nic(self, server: int, factor: float) -> None:
-        self.service._changed(frozenset({("egress", server), ("ingress", server)}))
-        for side in ("egress", "ingress"):
-            self.service.clock.net.set_link_factor((side, server), factor)
-
-    def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
-        self.service._changed(None)
-        self.service.clock.net.set_weights(weights)
-
-    def set_rates(self, pol: Policy, rates: dict) -> None:
-        self.service._changed(None)
-        try:
-            self.flowview.apply(rates)
-        except PolicyError as e:
-            raise PolicyError(f"{pol.name}: {e}") from None
-
-    def _flow_arrays(self):
-        """``view.flows()``: the transfers in flight as the flow simulator's table, bytes left as of now."""
-        self._sync_bytes()
-        return self.flowview.flows({j: rj.bytes_sent for j, rj in self.state.running.items()})
-
-    def _sync_coflows(self) -> None:
-        """``view.coflows``: the same flows as coflow records."""
-        self.state.coflows.clear()
-        self.state.coflows.update(self.flowview.coflow_infos(self.state.now))
-
-
-class LocalLauncher:
-    """Runs' participants as in-process objects (tests; no Ray): the clock service is their clock."""
-
-    def __init__(self, service_ref: Callable[[], ClockService] | None = None) -> None:
-        self._service = service_ref
-        self.objects: dict[tuple, list] = {}
-        self.tasks: dict[tuple, list] = {}
-
-    async def launch(self, run: Run, start_s: float) -> list:
-        from raytestbed.emu.executors.worker import ParamServer, StageWorker
-
-        clock = self._service()
-        workers = [StageWorker(spec, clock, (run.run_id, "w", spec.rank), start_s) for spec in run.plan.workers]
-        ps = [ParamServer(p, clock, (run.run_id, "ps", p.index), start_s, run.monitor.iterations)
-              for p in run.plan.ps]
-        peers = {spec.gpu: w for spec, w in zip(run.plan.workers, workers)}
-        for w in workers:
-            w.connect(peers, ps)
-        for p in ps:
-            p.connect(peers)
-        self.objects[run.run_id] = workers + ps
-        tasks = [asyncio.ensure_future(o.run()) for o in workers + ps]
-        self.tasks[run.run_id] = tasks
-        return tasks
-
-    def drop(self, run: Run) -> None:
-        for t in self.tasks.pop(run.run_id, []):
-            if not t.done():
-                t.cancel()
-        self.objects.pop(run.run_id, None)
-
-
-def local_service(cluster: Cluster, **kw) -> ClockService:
-    """A :class:`ClockService` whose runs are in-process objects (no Ray)."""
-    holder: list[ClockService] = []
-    svc = ClockService(cluster, launcher=LocalLauncher(lambda: holder[0]), **kw)
-    holder.append(svc)
-    return svc
-
-
-class ClockActor(ClockService):
-    """:class:`ClockService` as an async Ray actor whose runs live in the worker pool's hosts.
-
-    Create with :func:`clock_actor_class` (``EmuCluster`` does): ``gpu_hosts`` / ``server_hosts``
-    map every emulated GPU / server to its host actor."""
-
-    def __init__(self, cluster: Cluster, gpu_hosts: dict, server_hosts: dict, nic_share: str = "fair",
-                 fast_forward: FastForward | None = None, pace: float | None = None,
-                 watchdog_s: float = 120.0, replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD) -> None:
-        import ray
-
-        from raytestbed.emu.pool import PoolLauncher
-
-        me = ray.get_runtime_context().current_actor
-        super().__init__(cluster, PoolLauncher(gpu_hosts, server_hosts, me), nic_share=nic_share,
-                         fast_forward=fast_forward, pace=pace, watchdog_s=watchdog_s,
-                         replay_payload_bytes=replay_payload_bytes)
-
-    async def lose_server(self, server: int) -> None:
-        """``server`` was killed (or died): never launch there again; its runs fail now."""
-        self.launcher.lose_server(server, self.cluster.gpus_of(server))
-        await self.server_lost(server)
-
-    async def pid(self) -> int:
-        import os
-
-        return os.getpid()
-
-
-def clock_actor_class():
-    """:class:`ClockActor` as a Ray actor class (imports Ray on first use)."""
-    import ray
-
-    return ray.remote(num_cpus=0)(ClockActor)

@@ -9,7 +9,7 @@ spread over the real nodes.  A :class:`~raytestbed.emu.server.ServerActor`
 sits in bundle 0; the jobs' GPU workers run inside the worker pool's long-lived
 host actors (:mod:`.pool`), one per GPU group, in the group's bundle.
 
-The **clock actor** (:mod:`.clock_service`) holds the virtual clock, the fluid
+The **clock actor** (:mod:`.clock_actor`, running :mod:`.clock_service`) holds the virtual clock, the fluid
 fabric and the runs; in a trial also the scheduler. Killing a server removes
 its placement group, which kills its host actors (its workers and PS tasks),
 and tells the clock, which fails the runs on it.
@@ -23,12 +23,17 @@ from __future__ import annotations
 import math
 
 from raytestbed.core.cluster import Cluster
-from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD, FastForward, clock_actor_class
+from raytestbed.emu.clock_actor import clock_actor_class
+from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD
+from raytestbed.emu.fastforward import FastForward
 from raytestbed.emu.fluid import NIC_SHARES
 from raytestbed.emu import raysession
 from raytestbed.emu.raysession import RaySession
 from raytestbed.emu.server import ServerActor
 from raytestbed.errors import ConfigError, ServerLostError
+
+# Ray is imported inside the methods that use it: this module (and ``emulator_missing``'s check) imports
+# without it, and Ray alone imports in 3.8 s (python -X importtime, 2-core host at load 20).
 
 RESOURCE = "emu_gpu"
 
@@ -48,7 +53,7 @@ class EmuCluster:
             ``$RAYTESTBED_RAY_START_TIMEOUT_S``, else 180; :func:`raytestbed.emu.raysession.start_timeout_s`).
         nic_share: how the fabric shares a NIC: ``"fair"`` (weighted max-min) or ``"reserved"`` (every
             GPU owns NIC / g, A-SRPT's model; :mod:`raytestbed.emu.fluid`).
-        fast_forward: a :class:`~raytestbed.emu.clock_service.FastForward` (default: on).
+        fast_forward: a :class:`~raytestbed.emu.fastforward.FastForward` (default: on).
         pace: at most this many emulated seconds per wall second (a live demo); None: unpaced.
         replay_payload_bytes: replay: the largest buffer that really moves per transfer (None: the
             profiled size; default 1 MiB); emulated times do not depend on it.

@@ -26,8 +26,8 @@ woken when the fluid model says the transfer arrived, then waits for the bytes i
 it is still runnable, which keeps the clock where it is (the "message in flight" trap of
 conservative synchronisation cannot occur: a message is only ever awaited by a runnable process).
 
-This module has no Ray and no asyncio: wake-ups are callbacks. :mod:`raytestbed.emu.clock_actor`
-runs it in a Ray actor; tests drive it in-process. Units: seconds, bytes, bytes/s.
+This module has no Ray and no asyncio: wake-ups are callbacks. :mod:`raytestbed.emu.clock_service`
+drives it (in a Ray actor, :mod:`raytestbed.emu.clock_actor`; in-process in tests). Units: seconds, bytes, bytes/s.
 """
 
 from __future__ import annotations
@@ -132,7 +132,9 @@ class VirtualClock:
         self.now = 0.0
         self.on_item = on_item
         self.on_coflow = on_coflow
-        self._heap: list = []
+        #: the scheduled items, ``(time, priority, sequence, item)`` in :mod:`heapq` order (a trial's
+        #: scheduler hands this list to its event core: :class:`~raytestbed.emu.scheduler.EmuScheduler`)
+        self.heap: list = []
         self._seq = itertools.count()
         self._tids = itertools.count()
         self._parts: dict[Hashable, _Part] = {}
@@ -209,18 +211,18 @@ class VirtualClock:
     # ------------------------------------------------------------------ scheduling
     def schedule(self, t: float, prio: int, item: tuple) -> None:
         """Schedule ``item`` (``item[0]`` names its kind) at emulated time ``t`` (>= now)."""
-        heapq.heappush(self._heap, (max(float(t), self.now), prio, next(self._seq), item))
+        heapq.heappush(self.heap, (max(float(t), self.now), prio, next(self._seq), item))
 
     def next_item_time(self, kinds: Callable[[tuple], bool] | None = None) -> float:
         """Earliest scheduled item (of the kinds ``kinds`` accepts), inf if none."""
         if kinds is None:
-            return self._heap[0][0] if self._heap else math.inf
-        return min((t for t, _, _, it in self._heap if kinds(it)), default=math.inf)
+            return self.heap[0][0] if self.heap else math.inf
+        return min((t for t, _, _, it in self.heap if kinds(it)), default=math.inf)
 
     def next_time(self) -> float:
         """When the next thing happens (a completion or a scheduled item); inf if nothing is pending."""
         t = self.net.next_finish() if len(self.net) else math.inf
-        return min(t, self._heap[0][0]) if self._heap else t
+        return min(t, self.heap[0][0]) if self.heap else t
 
     # ------------------------------------------------------------------ the two moves
     def admit(self) -> int:
@@ -270,7 +272,7 @@ class VirtualClock:
         Call only when :meth:`quiet` and after :meth:`admit`. Completions come first at equal
         times, then steps resuming at that time, then one scheduled item of another kind."""
         t_net = self.net.next_finish() if len(self.net) else math.inf
-        t_heap = self._heap[0][0] if self._heap else math.inf
+        t_heap = self.heap[0][0] if self.heap else math.inf
         if not (math.isfinite(t_net) or math.isfinite(t_heap)):
             return 0
         self.rounds += 1
@@ -280,11 +282,11 @@ class VirtualClock:
             return self._complete(done)
         woke = self._complete(self.net.advance(t_heap))
         self.now = max(self.now, t_heap)
-        t, _, _, item = heapq.heappop(self._heap)
+        t, _, _, item = heapq.heappop(self.heap)
         if item[0] == "resume":
             batch = [item[2]]
-            while self._heap and self._heap[0][0] <= t and self._heap[0][3][0] == "resume":
-                batch.append(heapq.heappop(self._heap)[3][2])
+            while self.heap and self.heap[0][0] <= t and self.heap[0][3][0] == "resume":
+                batch.append(heapq.heappop(self.heap)[3][2])
             live = [w for w in batch if w.pid in self._parts and self._parts[w.pid].wait is w]
             return woke + self._start(sorted(live, key=lambda w: _order(w.pid)))
         if self.on_item is not None:
@@ -312,8 +314,8 @@ class VirtualClock:
 
     def shift_items(self, belongs: Callable[[tuple], bool], dt: float) -> None:
         """Move the scheduled items ``belongs`` accepts by ``dt`` seconds (never before now)."""
-        self._heap[:] = [((max(self.now, t + dt)) if belongs(it) else t, pr, s, it) for t, pr, s, it in self._heap]
-        heapq.heapify(self._heap)  # in place: the scheduler's event core shares this list
+        self.heap[:] = [((max(self.now, t + dt)) if belongs(it) else t, pr, s, it) for t, pr, s, it in self.heap]
+        heapq.heapify(self.heap)  # in place: the scheduler's event core shares this list
 
     def set_skip(self, pid: Hashable, n: int) -> None:
         """Participant ``pid`` learns at its next wake that ``n`` iterations were fast-forwarded."""

@@ -232,7 +232,12 @@ class Simulator(EventCore):
             end_time_s=self.state.now,
             busy_gpu_intervals=self.busy,
             iterations_done=dict(self.done_iters),
+            type_gpu_seconds=dict(self.type_gpu_seconds),
         )
+
+    def job_extra(self, jid: int) -> None:
+        """No columns beyond the common job record (:class:`raytestbed.core.backend.LiveBooks`)."""
+        return None
 
     def _advance(self, t: float) -> None:
         """Move the clock to ``t``, progressing flows in flow mode."""

@@ -1,6 +1,6 @@
 """Start a placed job on the emulated cluster outside a trial and follow it: :func:`start_job` / :class:`JobRun`.
 
-A trial's scheduler starts runs itself (:class:`raytestbed.emu.clock_service.EmuScheduler`); this
+A trial's scheduler starts runs itself (:class:`raytestbed.emu.scheduler.EmuScheduler`); this
 is the same path for tests, benchmarks and notebooks: the clock actor plans the run
 (:func:`~raytestbed.execution.plan.plan_job`), registers its workers (and PS tasks) as
 participants of the virtual clock at the clock's current time, and starts them in the worker

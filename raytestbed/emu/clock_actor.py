@@ -1,0 +1,90 @@
+"""Where the clock service runs: as an async Ray actor whose runs live in the worker pool's hosts
+(:class:`ClockActor`, :func:`clock_actor_class`; ``EmuCluster.clock``), or in-process with its runs'
+participants as plain objects (:func:`local_service`, :class:`LocalLauncher`; tests, no Ray).
+
+A *launcher* starts and drops a run's participants: the pool's
+:class:`~raytestbed.emu.pool.PoolLauncher` in the actor, :class:`LocalLauncher` in-process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable
+
+from raytestbed.core.cluster import Cluster
+from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD, ClockService
+from raytestbed.emu.executors.worker import ParamServer, StageWorker
+from raytestbed.emu.fastforward import FastForward
+from raytestbed.emu.pool import PoolLauncher
+from raytestbed.emu.run import Run
+
+
+class LocalLauncher:
+    """Runs' participants as in-process objects (tests; no Ray): the clock service is their clock."""
+
+    def __init__(self, service_ref: Callable[[], ClockService] | None = None) -> None:
+        self._service = service_ref
+        self.objects: dict[tuple, list] = {}
+        self.tasks: dict[tuple, list] = {}
+
+    async def launch(self, run: Run, start_s: float) -> list:
+        clock = self._service()
+        workers = [StageWorker(spec, clock, (run.run_id, "w", spec.rank), start_s) for spec in run.plan.workers]
+        ps = [ParamServer(p, clock, (run.run_id, "ps", p.index), start_s, run.monitor.iterations)
+              for p in run.plan.ps]
+        peers = {spec.gpu: w for spec, w in zip(run.plan.workers, workers)}
+        for w in workers:
+            w.connect(peers, ps)
+        for p in ps:
+            p.connect(peers)
+        self.objects[run.run_id] = workers + ps
+        tasks = [asyncio.ensure_future(o.run()) for o in workers + ps]
+        self.tasks[run.run_id] = tasks
+        return tasks
+
+    def drop(self, run: Run) -> None:
+        for t in self.tasks.pop(run.run_id, []):
+            if not t.done():
+                t.cancel()
+        self.objects.pop(run.run_id, None)
+
+
+def local_service(cluster: Cluster, **kw) -> ClockService:
+    """A :class:`ClockService` whose runs are in-process objects (no Ray)."""
+    holder: list[ClockService] = []
+    svc = ClockService(cluster, launcher=LocalLauncher(lambda: holder[0]), **kw)
+    holder.append(svc)
+    return svc
+
+
+class ClockActor(ClockService):
+    """:class:`ClockService` as an async Ray actor whose runs live in the worker pool's hosts.
+
+    Create with :func:`clock_actor_class` (``EmuCluster`` does): ``gpu_hosts`` / ``server_hosts``
+    map every emulated GPU / server to its host actor."""
+
+    def __init__(self, cluster: Cluster, gpu_hosts: dict, server_hosts: dict, nic_share: str = "fair",
+                 fast_forward: FastForward | None = None, pace: float | None = None,
+                 watchdog_s: float = 120.0, replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD) -> None:
+        import ray  # in the actor's process, where Ray runs anyway (this module imports without Ray)
+
+        me = ray.get_runtime_context().current_actor
+        super().__init__(cluster, PoolLauncher(gpu_hosts, server_hosts, me), nic_share=nic_share,
+                         fast_forward=fast_forward, pace=pace, watchdog_s=watchdog_s,
+                         replay_payload_bytes=replay_payload_bytes)
+
+    async def lose_server(self, server: int) -> None:
+        """``server`` was killed (or died): never launch there again; its runs fail now."""
+        self.launcher.lose_server(server, self.cluster.gpus_of(server))
+        await self.server_lost(server)
+
+    async def pid(self) -> int:
+        return os.getpid()
+
+
+def clock_actor_class():
+    """:class:`ClockActor` as a Ray actor class (imports Ray on first use)."""
+    import ray  # Ray imports in 3.8 s (python -X importtime, 2-core host at load 20): only when a cluster starts
+
+    return ray.remote(num_cpus=0)(ClockActor)

@@ -1,0 +1,57 @@
+"""The simulated backend of ``raytestbed run/compare --backend sim`` (:class:`raytestbed.core.backend.Backend`).
+
+Runs the trial's jobs in the discrete-event simulator (:class:`~raytestbed.sim.engine.Simulator`) with
+the trial's ``timing`` section: ``analytic`` (iteration-time models) or ``flow`` (the flow network).
+Its result has the common ``jobs.csv`` columns only, and the GPU seconds held per GPU type.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from raytestbed.core.backend import TrialRun
+from raytestbed.core.eventcore import RunResult
+from raytestbed.core.gpu_types import GpuSpeeds
+from raytestbed.core.job import Job
+from raytestbed.sim.engine import Simulator
+
+
+class SimBackend:
+    """The discrete-event simulator as a backend."""
+
+    name = "sim"
+    modes = ("analytic", "flow")  #: override the trial's ``timing.mode``
+    clock = "simulated"
+    progress_step = 50
+    reads_jobs = False
+
+    def missing(self) -> str | None:
+        return None
+
+    def with_mode(self, trial: Any, mode: str) -> Any:
+        return trial.model_copy(update={"timing": trial.timing.model_copy(update={"mode": mode})})
+
+    def refusal(self, trial: Any, network_policies: Sequence[str], jobs: Sequence[Job] | None,
+                speeds: GpuSpeeds | None) -> str | None:
+        timing = trial.timing
+        if network_policies and timing.mode != "flow":
+            return (f"network policy {network_policies[0]!r} needs timing.mode: flow (the trial says "
+                    f"{timing.mode!r}; the analytic simulator has no flows to set rates or weights on)")
+        if timing.mode == "flow" and speeds is not None and not speeds.uniform:
+            return ("cluster gpu_speed / timing.throughputs: GPU types of different speeds need timing.mode: "
+                    "analytic (the flow timing runs every GPU at its profile's speed)")
+        if timing.mode == "flow" and timing.restore_s > 0:
+            return "timing.restore_s needs timing.mode: analytic"
+        return None
+
+    def run(self, run: TrialRun) -> RunResult:
+        timing = run.trial.timing
+        engine = Simulator(run.cluster, run.jobs, run.policy, run.network_policy, mode=timing.mode, model=run.model,
+                           iterations_per_coflow=timing.iterations_per_coflow, schedule=timing.schedule,
+                           faults=run.faults, until_s=timing.until_s, on_event=run.on_event,
+                           on_decisions=run.on_decisions, progress=run.progress, speeds=run.speeds,
+                           restore_s=timing.restore_s)
+        if run.on_books is not None:
+            run.on_books(engine)
+        return engine.run()
