@@ -227,7 +227,7 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
     boundaries: list[int] = []
     num_layers = 0
     if mode == "real":
-        from raytestbed.models import PRESETS
+        from raytestbed.models import PRESETS  # torch (2-3 s to import): real compute only
 
         if job.model not in PRESETS:
             raise ConfigError(f"job {job.job_id}: model {job.model!r} is not a zoo preset "

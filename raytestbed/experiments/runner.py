@@ -34,9 +34,11 @@ import pandas as pd
 from tqdm import tqdm
 
 from raytestbed.backends import get_backend
+from raytestbed.emu.raysession import RaySession
 from raytestbed.errors import RaytestbedError
 from raytestbed.experiments.cell import finished_summary, run_cell, write_cell
 from raytestbed.experiments.spec import Cell, Sweep
+from raytestbed.experiments.tables import write_sweep_tables
 
 CELLS = "cells"
 
@@ -115,8 +117,6 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
         bar.close()
         res.wall_s = time.perf_counter() - t0
         if write_tables:
-            from raytestbed.experiments.tables import write_sweep_tables
-
             res.table = write_sweep_tables(sweep, cells, out, res.failed)
     return res
 
@@ -128,8 +128,6 @@ def open_ray(address: str | None, workers: int | None):
     returned: the caller runs the cells in this process instead. A cluster that cannot be
     reached is a one-line error.
     """
-    from raytestbed.emu.raysession import RaySession
-
     try:
         return RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
                                object_store_memory=None if address else 256 << 20)
