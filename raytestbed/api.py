@@ -62,7 +62,7 @@ from raytestbed.errors import ConfigError, PluginError, PolicyError, PolicyFault
 from raytestbed.results.writer import FolderExistsError, policy_folder
 from raytestbed.schedulers.base import POLICIES, describe_policy, register_policy
 from raytestbed.traces.jobs import build_job
-from raytestbed.traces.registry import WORKLOADS, WorkloadContext, parse_params, register_workload
+from raytestbed.traces.registry import WORKLOADS, WorkloadContext, load_workload, parse_params, register_workload
 
 __all__ = [
     # running trials
@@ -129,8 +129,6 @@ class Trial:
 
     def jobs(self, seed: int | None = None) -> list[Job]:
         """The workload's jobs (as a run builds them) — to look at, not to change."""
-        from raytestbed.traces.registry import load_workload
-
         t = self.loaded.trial
         wl = t.workload.model_dump()
         kind = wl.pop("kind")

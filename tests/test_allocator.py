@@ -228,3 +228,15 @@ def test_1600_flows_400_links_stay_within_capacity_after_weight_changes() -> Non
         for l in links:
             load[l] += rates[f]
     assert all(load[l] <= cap[l] * (1 + 1e-9) for l in cap)
+
+
+def test_max_min_rates_on_arrays_mixed_link_counts_and_caps() -> None:
+    """Flows crossing 2 links, 1 link and none; a cap on a flow that crosses a link binds there."""
+    from raytestbed.network.allocator import max_min_rates
+
+    inc_flow = np.array([0, 0, 1, 2], dtype=np.intp)
+    inc_link = np.array([0, 1, 1, 0], dtype=np.intp)
+    r = max_min_rates(inc_flow, inc_link, np.ones(4), np.array([np.inf, np.inf, 0.25, 3.0]), np.array([1.0, 2.0]))
+    # flow 2 (cap 0.25) on link 0 with flow 0: flow 0 gets 0.75; link 1 then gives flow 1 the rest, 1.25;
+    # flow 3 crosses no link: its cap
+    assert r == pytest.approx([0.75, 1.25, 0.25, 3.0])

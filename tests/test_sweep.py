@@ -202,3 +202,22 @@ def test_a_local_ray_that_does_not_start_falls_back_to_this_process(tmp_path, mo
 
     with pytest.raises(RaytestbedError, match="--address 10.0.0.1:6379: cannot connect"):
         run_sweep(sweep, tmp_path / "out2", executor="ray", address="10.0.0.1:6379", show_progress=False)
+
+
+@pytest.mark.parametrize("starts_ray", [False, True])
+def test_cells_of_a_backend_that_starts_its_own_ray_never_go_to_the_sweeps_ray(tmp_path, monkeypatch, starts_ray):
+    """The executor asks the backend (``Backend.starts_ray``), not its name: such cells run here, one by one."""
+    from raytestbed.experiments import runner
+    from raytestbed.sim.backend import SimBackend
+
+    sent: list = []
+
+    def on_ray(cells, *a, **k):
+        sent.extend(cells)
+        return False  # "Ray unavailable": the caller runs them in this process
+
+    monkeypatch.setattr(runner, "_run_on_ray", on_ray)
+    monkeypatch.setattr(SimBackend, "starts_ray", starts_ray)
+    res = run_sweep(load_sweep(_write(tmp_path, SWEEP)), tmp_path / "out", executor="ray", show_progress=False)
+    assert len(res.ran) == 8 and not res.failed
+    assert len(sent) == (0 if starts_ray else 8)

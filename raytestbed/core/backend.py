@@ -70,6 +70,9 @@ class Backend(Protocol):
     clock: ClassVar[str]  #: the word for its seconds in progress lines (``simulated``, ``emulated``)
     progress_step: ClassVar[int]  #: finished jobs between progress-bar updates
     reads_jobs: ClassVar[bool]  #: whether :meth:`refusal` looks at the jobs (else it may get None)
+    #: whether a run starts a Ray cluster of its own: a sweep runs such cells one after the other in its
+    #: own process (never as tasks inside the sweep's Ray), after the others
+    starts_ray: ClassVar[bool]
 
     def missing(self) -> str | None:
         """None if the backend's parts are installed, else a one-line reason."""

@@ -201,6 +201,17 @@ class Job:
             return 0.0
         return self.stages[s].profile.out_bytes / self.stages[s].replicas
 
+    def pair_bytes(self, s: int) -> float:
+        """Activation bytes each replica of stage ``s`` sends to each replica of stage ``s + 1`` in one
+        iteration, A_s / (k_s k_{s+1}) (the gradients back are as many); the one source of a pipeline
+        iteration's per-pair traffic for the simulator's coflows and the workers' plans."""
+        return self.stages[s].profile.out_bytes / (self.stages[s].replicas * self.stages[s + 1].replicas)
+
+    def ps_shard_bytes(self) -> float:
+        """Bytes of the gradient each worker pushes to each parameter server (and pulls back) in one
+        iteration: h / #PS (Parrot §2.2)."""
+        return self.stages[0].profile.param_bytes / self.num_ps
+
     def iterations_per_step(self) -> int:
         """Iterations one step of the job (every worker's forward, backward and all-reduce) completes:
         its workers when ``worker_iterations``, else 1."""

@@ -9,19 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 from types import MappingProxyType
 
 import numpy as np
 
 from raytestbed.core.cluster import Cluster
+from raytestbed.core.flows import Flows, FlowTable
+from raytestbed.core.gpu_types import GpuSpeeds
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.errors import PolicyError
-
-if TYPE_CHECKING:
-    from raytestbed.core.flows import Flows, FlowTable
-    from raytestbed.core.gpu_types import GpuSpeeds
 
 
 @dataclass(slots=True)
@@ -100,8 +97,6 @@ class ClusterState:
     def __post_init__(self) -> None:
         c = self.cluster
         if self.speeds is None:
-            from raytestbed.core.gpu_types import GpuSpeeds
-
             self.speeds = GpuSpeeds(c)
         self.free: list[set[int]] = [set(c.gpus_of(m)) for m in range(c.num_servers)]
         self.free_count = np.array([s.gpus for s in c.servers], dtype=np.int64)
@@ -238,8 +233,6 @@ class ClusterView:
         if s.flow_arrays is not None:
             return s.flow_arrays()
         if s._flow_table is None:
-            from raytestbed.core.flows import FlowTable
-
             s._flow_table = FlowTable()
         return s._flow_table.read(self)
 

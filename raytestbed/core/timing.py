@@ -307,14 +307,15 @@ def gadget_iteration_time(
 # ---------------------------------------------------------------------------
 
 
-def ps_coflows(job: Job, placement: Placement, cluster: Cluster) -> tuple[list, list]:
+def ps_coflows(job: Job, placement: Placement, cluster: Cluster, share: float | None = None) -> tuple[list, list]:
     """Push and pull flows (src server, dst server, bytes) of one PS iteration (Parrot §2.2, §6.1).
 
     Every worker sends h/num_ps bytes to every PS (push, all-to-all) and every PS
-    sends h/num_ps bytes back to every worker (pull), h = gradient bytes.
+    sends h/num_ps bytes back to every worker (pull), h = gradient bytes; ``share`` (bytes) replaces
+    h/num_ps (a trace's flow-size bound, Parrot §6.1).
     """
-    h = job.stages[0].profile.param_bytes
-    share = h / job.num_ps
+    if share is None:
+        share = job.ps_shard_bytes()
     workers = [cluster.server_of(g) for g in placement.stage_gpus[0]]
     push = [(w, p, share) for w in workers for p in placement.ps_servers]
     pull = [(p, w, share) for p in placement.ps_servers for w in workers]

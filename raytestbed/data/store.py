@@ -23,6 +23,7 @@ from pathlib import Path
 
 from raytestbed.data.catalogue import dataset_of
 from raytestbed.errors import TraceError
+from raytestbed.resources import package_root
 
 ENV_VAR = "RAYTESTBED_DATA_DIR"
 
@@ -43,8 +44,6 @@ def fetch_dir() -> Path:
 
 def _shared_data(starts: Iterable[Path]) -> Path | None:
     """The developer fallback: the first ``shared/data`` folder above ``starts``, the current folder, the package."""
-    from raytestbed.resources import package_root
-
     seen: set[Path] = set()
     for start in [*starts, Path.cwd(), package_root()]:
         d = Path(start).resolve()

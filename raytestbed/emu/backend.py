@@ -266,6 +266,7 @@ class EmuBackend:
     clock = "emulated"
     progress_step = 1
     reads_jobs = True
+    starts_ray = True
 
     def missing(self) -> str | None:
         missing = emulator_missing()

@@ -23,11 +23,12 @@ from __future__ import annotations
 import math
 
 from raytestbed.core.cluster import Cluster
+from raytestbed.emu import raysession
 from raytestbed.emu.clock_actor import clock_actor_class
 from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD
 from raytestbed.emu.fastforward import FastForward
 from raytestbed.emu.fluid import NIC_SHARES
-from raytestbed.emu import raysession
+from raytestbed.emu.pool import WorkerPool
 from raytestbed.emu.raysession import RaySession
 from raytestbed.emu.server import ServerActor
 from raytestbed.errors import ConfigError, ServerLostError
@@ -132,8 +133,6 @@ class EmuCluster:
                     f"{ready_timeout_s:g} s (host overloaded?); raise ready_timeout_s or emulate fewer servers")
             ray.get(pings)
             self._watch = {a.watch.remote(): m for m, a in enumerate(self.servers)}
-            from raytestbed.emu.pool import WorkerPool
-
             self.pool = WorkerPool(self, ready_timeout_s)
             gpu_hosts = {g: self.pool.host(g) for g in range(cluster.total_gpus)}
             self.clock = clock_actor_class().options(max_concurrency=100_000).remote(

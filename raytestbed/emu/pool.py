@@ -27,6 +27,9 @@ import asyncio
 import logging
 import uuid
 
+from raytestbed.emu.executors.worker import ParamServer, StageWorker
+from raytestbed.errors import ConfigError, ServerLostError
+
 log = logging.getLogger(__name__)
 
 #: calls that are silently dropped when their object is gone (late messages of a finished run)
@@ -170,7 +173,6 @@ class WorkerPool:
     def __init__(self, emu, ready_timeout_s: float) -> None:
         import ray
 
-        from raytestbed.errors import ConfigError
 
         self.emu = emu
         self._host_cls = ray.remote(num_cpus=0)(RunHost)
@@ -216,8 +218,6 @@ class WorkerPool:
 
     def ps_host(self, server: int):
         """The host of PS tasks on ``server``: its ServerActor."""
-        from raytestbed.errors import ServerLostError
-
         if server not in self.emu.alive_servers():
             raise ServerLostError(f"emulator: server {server} was lost")
         return self.emu.server_actor(server)
@@ -250,9 +250,6 @@ class PoolLauncher:
     async def launch(self, run, start_s: float) -> list:
         """Create the run's workers and PS tasks (one message per host), connect them, start their
         loops; returns the loops' refs (they raise if a participant crashed)."""
-        from raytestbed.emu.executors.worker import ParamServer, StageWorker
-        from raytestbed.errors import ServerLostError
-
         key = run.run_id
         plan = run.plan
         for spec in plan.workers:

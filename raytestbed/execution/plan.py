@@ -227,7 +227,7 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
     boundaries: list[int] = []
     num_layers = 0
     if mode == "real":
-        from raytestbed.models import PRESETS
+        from raytestbed.models import PRESETS  # torch (2-3 s to import): real compute only
 
         if job.model not in PRESETS:
             raise ConfigError(f"job {job.job_id}: model {job.model!r} is not a zoo preset "
@@ -253,8 +253,6 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
         gpus = placement.stage_gpus[s]
         ring = tuple(sorted(gpus))
         prof = job.stages[s].profile
-        a_in = job.stages[s - 1].profile.out_bytes if s > 0 else 0.0
-        a_out = prof.out_bytes if s < S - 1 else 0.0
         if mode == "real":
             end = boundaries[s + 1] if s + 1 < S else (num_layers or -1)
             layers = (boundaries[s], end)
@@ -267,8 +265,8 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
                 global_batch=global_batch, profile=prof,
                 prev_gpus=placement.stage_gpus[s - 1] if s > 0 else (),
                 next_gpus=placement.stage_gpus[s + 1] if s < S - 1 else (),
-                act_in_bytes=int(round(a_in / (k[s - 1] * k[s]))) if s > 0 else 0,
-                act_out_bytes=int(round(a_out / (k[s] * k[s + 1]))) if s < S - 1 else 0,
+                act_in_bytes=int(round(job.pair_bytes(s - 1))) if s > 0 else 0,
+                act_out_bytes=int(round(job.pair_bytes(s))) if s < S - 1 else 0,
                 ring=ring, ring_pos=ring.index(g), iterations=iterations, start_iteration=start_iteration,
             ))
             rank += 1
@@ -276,11 +274,10 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
     if job.comm is CommPattern.PS:
         wg = placement.stage_gpus[0]
         used = set(wg)
-        h = job.stages[0].profile.param_bytes
         for i, m in enumerate(placement.ps_servers):
             ep = ps_endpoint(cluster, m, used)
             used.add(ep)
-            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(h / job.num_ps)), mode, start_iteration,
+            ps.append(PsSpec(job.job_id, i, m, ep, tuple(wg), int(round(job.ps_shard_bytes())), mode, start_iteration,
                              num_ps=len(placement.ps_servers)))
         workers = [_with_ps(w, tuple(p.gpu for p in ps)) for w in workers]
     return JobPlan(job.job_id, job.comm.value, mode, tuple(workers), tuple(ps), tuple(boundaries), tuple(notes))

@@ -18,7 +18,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from raytestbed.config import parse_trial
 from raytestbed.results.writer import ResultsFolder, write_json
+from raytestbed.trial import BackendSpec, PolicyPair, run_into
 
 CELL_FILE = "cell.json"
 
@@ -29,9 +31,6 @@ def run_cell(cell) -> dict[str, Any]:
     ``files`` maps each file's path relative to the run folder to its bytes; on failure
     ``ok`` is False and ``error`` names the exception in one line (``traceback`` has the rest).
     """
-    from raytestbed.config import parse_trial
-    from raytestbed.trial import BackendSpec, PolicyPair, run_into
-
     t0 = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="raytestbed-cell-"))
     host = _node()

@@ -18,8 +18,9 @@ import pandas as pd
 from raytestbed.errors import RaytestbedError
 from raytestbed.experiments.papers import figures, papers, workloads
 from raytestbed.experiments.papers.figure import Figure
+from raytestbed.experiments.results_doc import update
+from raytestbed.experiments.runner import failure_lines, open_ray, run_sweep
 from raytestbed.results.tables import md_table
-from raytestbed.experiments.runner import failure_lines, run_sweep
 
 
 def select(paper: str, figs: str | None, workload: str | None = None) -> list[Figure]:
@@ -79,8 +80,6 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
     out.mkdir(parents=True, exist_ok=True)
     session = None
     if executor == "ray":  # one Ray for every figure: its workers keep their parsed traces between figures
-        from raytestbed.experiments.runner import open_ray
-
         session = open_ray(address, workers)
         if session is None:
             executor = "serial"
@@ -142,8 +141,6 @@ def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executo
         elif unevaluated:
             rep.not_written = f"{len(unevaluated)} claim(s) could not be evaluated"
         else:
-            from raytestbed.experiments.results_doc import update
-
             update(results_md, paper, "full", claims, [f.id for f in chosen])
             rep.results_md = results_md
     print(f"reproduce {paper}: {len(chosen)} figure(s) in {time.perf_counter() - t0:.0f} s"

@@ -15,8 +15,9 @@ only the missing, failed or changed cells.
 Executors: ``ray`` (default) submits every cell as a Ray task with one CPU — on a private
 local Ray using all cores, or on the cluster at ``address``; ``serial`` runs them one
 after the other in this process. Both run :func:`raytestbed.experiments.cell.run_cell`,
-so they give the same results. Emulator cells (``backend: emu``) start a Ray cluster of
-their own and always run one after the other in this process, after the others.
+so they give the same results. Cells whose backend starts a Ray cluster of its own (the emulator:
+:attr:`raytestbed.core.backend.Backend.starts_ray`) always run one after the other in this process,
+after the others.
 """
 
 from __future__ import annotations
@@ -32,9 +33,12 @@ from typing import Any, Callable
 import pandas as pd
 from tqdm import tqdm
 
+from raytestbed.backends import get_backend
+from raytestbed.emu.raysession import RaySession
 from raytestbed.errors import RaytestbedError
 from raytestbed.experiments.cell import finished_summary, run_cell, write_cell
 from raytestbed.experiments.spec import Cell, Sweep
+from raytestbed.experiments.tables import write_sweep_tables
 
 CELLS = "cells"
 
@@ -99,22 +103,20 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
         if on_cell is not None:
             on_cell(cell, result)
 
-    emu = [c for c in todo if c.backend.split(":")[0] == "emu"]
-    rest = [c for c in todo if c.backend.split(":")[0] != "emu"]
+    own_ray = [c for c in todo if get_backend(c.backend.split(":")[0]).starts_ray]
+    rest = [c for c in todo if c not in own_ray]
     try:
         if executor == "ray" and rest and _run_on_ray(rest, done, address, workers):
             pass
         else:
             for c in rest:
                 done(c, run_cell(c))
-        for c in emu:
+        for c in own_ray:
             done(c, run_cell(c))
     finally:
         bar.close()
         res.wall_s = time.perf_counter() - t0
         if write_tables:
-            from raytestbed.experiments.tables import write_sweep_tables
-
             res.table = write_sweep_tables(sweep, cells, out, res.failed)
     return res
 
@@ -126,8 +128,6 @@ def open_ray(address: str | None, workers: int | None):
     returned: the caller runs the cells in this process instead. A cluster that cannot be
     reached is a one-line error.
     """
-    from raytestbed.emu.raysession import RaySession
-
     try:
         return RaySession.open(address=address, num_cpus=workers or (os.cpu_count() or 1),
                                object_store_memory=None if address else 256 << 20)

@@ -40,6 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from raytestbed.config import LoadedTrial, load_trial, parse_trial, read_yaml
 from raytestbed.errors import ConfigError
 from raytestbed.resources import resolve
+from raytestbed.schedulers.base import available_policies
+from raytestbed.trial import BackendSpec
 
 DEFAULT_METRICS = ["total_jct_s", "avg_jct_s", "makespan_s"]
 #: each paper's objective, aggregated when the cells report it (raytestbed/results/objectives.py)
@@ -332,8 +334,6 @@ def sweep_from_config(cfg: SweepConfig, path: Path) -> Sweep:
             raise ConfigError(f"{where}: seeds: the list is empty")
         seeds = list(cfg.seeds)
     if cfg.backend is not None:
-        from raytestbed.trial import BackendSpec
-
         try:
             BackendSpec.parse(cfg.backend)
         except ConfigError as e:
@@ -352,8 +352,6 @@ def sweep_from_config(cfg: SweepConfig, path: Path) -> Sweep:
 
 
 def _check_policies(policies: list[PolicySpec], where: str) -> None:
-    from raytestbed.schedulers.base import available_policies
-
     known = available_policies()
     for p in policies:
         parts = p.pair.split("+")

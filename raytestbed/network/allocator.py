@@ -16,10 +16,12 @@ freezes when ``w_f * L`` reaches ``c_f``.  Filling stops when every flow is
 frozen.  The result satisfies the max-min certificate: each flow is either at
 its cap, or crosses a saturated link on which its ``r_f / w_f`` is maximal.
 
-:class:`RateAllocator` keeps the flow set incrementally (add/remove flows,
-change weights or capacities) and recomputes rates lazily, only when
-:meth:`RateAllocator.rates` (or a derived query) is called after a change.
-The per-iteration work is vectorised with numpy over the flow-link incidence.
+The filling is written once, in compiled code (:func:`raytestbed.network.waterfill.fill_levels`);
+every entry point here runs it: :class:`RateAllocator` (the emulator's fabric) keeps the flow set
+incrementally (add/remove flows, change weights or capacities) and recomputes rates lazily, only
+when :meth:`RateAllocator.rates` (or a derived query) is called after a change;
+:func:`max_min_rates` takes flows as arrays (network policies' residual filling);
+:func:`grouped_max_min_rates` takes flows in groups that cross the same links (the flow simulator).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from raytestbed.network import RTOL
 
 __all__ = ["RateAllocator", "UnknownFlowError", "UnknownLinkError", "max_min_rates"]
 
@@ -246,9 +247,7 @@ class RateAllocator:
         if self._structure_dirty:
             self._rebuild()
         if self._values_dirty:
-            self._rate_arr = _progressive_filling(
-                self._inc_flow, self._inc_link, self._w, self._c, self._cap_arr
-            )
+            self._rate_arr = max_min_rates(self._inc_flow, self._inc_link, self._w, self._c, self._cap_arr)
             self._rates = dict(zip(self._flow_ids, self._rate_arr.tolist()))
             self._load = None
             self._values_dirty = False
@@ -260,183 +259,35 @@ def max_min_rates(
     weight: np.ndarray,
     cap: np.ndarray,
     capacity: np.ndarray,
-    fast: bool = True,
 ) -> np.ndarray:
     """Weighted max-min fair rates (bytes/s) for flows given as arrays (what :class:`RateAllocator`
-    computes, without building one): flow ``inc_flow[k]`` crosses link ``inc_link[k]``, incidences
-    grouped by flow; ``weight``, ``cap`` (bytes/s, inf = none) per flow; ``capacity`` (bytes/s, > 0)
-    per link. For policies that recompute an allocation from scratch at every decision.
+    computes, without building one): flow ``inc_flow[k]`` crosses link ``inc_link[k]``; ``weight``,
+    ``cap`` (bytes/s, inf = none) per flow; ``capacity`` (bytes/s, > 0) per link.
 
-    ``fast`` (default): when every flow that crosses a link crosses the same number K of them
-    (e.g. K = 2: a NIC egress and an ingress), the same rounds run on a dense (flows x K) link
-    matrix instead of segmented reductions; the arithmetic is the same operation for operation,
-    so the rates are identical (``tests/test_allocator_fast.py``)."""
-    inc_flow = np.asarray(inc_flow, dtype=np.intp)
-    inc_link = np.asarray(inc_link, dtype=np.intp)
+    The filling is the flow simulator's (:func:`raytestbed.network.waterfill.fill_levels`, one link
+    at a time in compiled code), each flow a group of its own: a flow's finite cap is a private link
+    of capacity ``c_f`` (its level ``c_f / w_f``, module docstring), and a flow that crosses no link
+    runs at its (finite) cap."""
+    from raytestbed.network.waterfill import fill_levels, link_members  # compiled (numba): imported on first use
+
+    inc_flow = np.asarray(inc_flow, dtype=np.int64)
+    inc_link = np.asarray(inc_link, dtype=np.int64)
     weight, cap = np.asarray(weight, dtype=float), np.asarray(cap, dtype=float)
     capacity = np.asarray(capacity, dtype=float)
-    if fast and inc_flow.size:
-        per_flow = np.bincount(inc_flow, minlength=weight.size)
-        k = int(per_flow.max())
-        on = per_flow > 0
-        if np.all(per_flow[on] == k) and np.all(np.diff(inc_flow) >= 0):
-            return _progressive_filling_dense(np.flatnonzero(on), inc_link.reshape(-1, k), weight, cap, capacity)
-    return _progressive_filling(inc_flow, inc_link, weight, cap, capacity)
-
-
-def _progressive_filling_dense(
-    flow_ids: np.ndarray,
-    links: np.ndarray,
-    weight: np.ndarray,
-    cap: np.ndarray,
-    capacity: np.ndarray,
-) -> np.ndarray:
-    """:func:`_progressive_filling` for flows that all cross K links: flow ``flow_ids[r]`` crosses
-    ``links[r, :]`` (rows in increasing flow order, links in incidence order). Same rounds, same
-    floating-point operations in the same order (bincount sums per link in incidence order; min is
-    exact), with one array per link column instead of segmented reductions."""
-    n_flows, n_links = len(weight), len(capacity)
-    rate = np.zeros(n_flows)
-    on_link = np.zeros(n_flows, dtype=bool)
-    on_link[flow_ids] = True
-    rate[~on_link] = cap[~on_link]
-
-    k = links.shape[1]
-    residual = capacity.copy()
-    wsum = np.bincount(links.ravel(), weights=np.repeat(weight[flow_ids], k), minlength=n_links)
-    active = np.bincount(links.ravel(), minlength=n_links)
-    slack = RTOL * capacity
-    capped = bool(np.isfinite(cap[flow_ids]).any())
-    cap_level = cap / weight
-    link_level = np.empty(n_links)
-    live = flow_ids
-    cols = [np.ascontiguousarray(links[:, j]) for j in range(k)]
-    w_live = weight[flow_ids]
-    while live.size:
-        busy = active > 0
-        link_level.fill(np.inf)
-        np.divide(residual, wsum, out=link_level, where=busy)
-        levels = [link_level[c] for c in cols]
-        m = levels[0]
-        for lv in levels[1:]:
-            m = np.minimum(m, lv)
-        if capped:
-            seg_cap = cap_level[live]
-            m = np.minimum(m, seg_cap)
-            lowest = min(float(link_level.min()), float(seg_cap.min()))
-        else:
-            lowest = float(link_level.min())
-        thr = m * (1.0 + RTOL)
-        blocked = np.zeros(n_links, dtype=bool)
-        for c, lv in zip(cols, levels):
-            blocked[c[lv > thr]] = True
-        saturated = busy & (~blocked | (residual - wsum * lowest <= slack))
-
-        hit = saturated[cols[0]]
-        for c in cols[1:]:
-            hit |= saturated[c]
-        if capped:
-            hit |= seg_cap <= thr
-        newly = live[hit]
-        r_new = w_live[hit] * m[hit]
-        if capped:
-            r_new = np.minimum(r_new, cap[newly])
-        rate[newly] = r_new
-        gone = np.stack([c[hit] for c in cols], axis=1).ravel() if k > 1 else cols[0][hit]
-        residual -= np.bincount(gone, weights=np.repeat(r_new, k), minlength=n_links)
-        wsum -= np.bincount(gone, weights=np.repeat(w_live[hit], k), minlength=n_links)
-        active -= np.bincount(gone, minlength=n_links)
-        wsum[active == 0] = 0.0
-        np.maximum(residual, 0.0, out=residual)
-        keep = ~hit
-        live, w_live = live[keep], w_live[keep]
-        cols = [c[keep] for c in cols]
-    return rate
-
-
-def _progressive_filling(
-    inc_flow: np.ndarray,
-    inc_link: np.ndarray,
-    weight: np.ndarray,
-    cap: np.ndarray,
-    capacity: np.ndarray,
-) -> np.ndarray:
-    """Weighted max-min fair rates (bytes/s) by progressive filling, in batched rounds.
-
-    ``(inc_flow[k], inc_link[k])`` are the flow-link incidences, grouped by
-    flow (all incidences of one flow contiguous); ``weight`` and ``cap``
-    (bytes/s) are per flow; ``capacity`` (bytes/s) per link.
-
-    With ``R_l`` the capacity left by frozen flows and ``W_l`` the weight sum of
-    the unfrozen flows on link ``l``, the level at which ``l`` would saturate is
-    ``lambda_l = R_l / W_l``; a flow's cap acts as a private link of level
-    ``c_f / w_f``.  Each round computes, for every unfrozen flow,
-
-        m_f = min( c_f / w_f ,  min_{l in P_f} lambda_l ).
-
-    Levels only rise as flows freeze (freezing flows at ``w_f * L`` with
-    ``L <= lambda_l`` cannot lower ``lambda_l``), so a link ``l`` with
-    ``lambda_l = m_f`` for *every* unfrozen flow on it saturates exactly at
-    ``lambda_l`` in sequential progressive filling, whatever happens
-    elsewhere.  All such links saturate in the same round; their flows, and the
-    flows whose cap is their minimum, freeze at ``r_f = min(w_f * m_f, c_f)``.
-    The link or cap with the globally smallest level always qualifies, so every
-    round freezes at least one flow; typically a round freezes many.
-    """
-    n_flows, n_links = len(weight), len(capacity)
-    rate = np.zeros(n_flows)
-    on_link = np.zeros(n_flows, dtype=bool)
-    on_link[inc_flow] = True
-    rate[~on_link] = cap[~on_link]  # flows crossing no link run at their (finite) cap
-
-    residual = capacity.copy()  # R_l
-    wsum = np.bincount(inc_link, weights=weight[inc_flow], minlength=n_links)  # W_l
-    active = np.bincount(inc_link, minlength=n_links)  # unfrozen flows per link
-    slack = RTOL * capacity
-    cap_level = cap / weight  # c_f / w_f (inf when uncapped)
-    link_level = np.empty(n_links)  # lambda_l, inf for links without unfrozen flows
-    # Incidences of unfrozen flows only, still grouped by flow; shrunk as flows freeze.
-    live_flow, live_link = inc_flow, inc_link
-
-    while live_flow.size:
-        busy = active > 0
-        link_level.fill(np.inf)
-        np.divide(residual, wsum, out=link_level, where=busy)
-
-        # Segments of live incidences = unfrozen flows crossing links.
-        first = np.empty(live_flow.size, dtype=bool)
-        first[0] = True
-        np.not_equal(live_flow[1:], live_flow[:-1], out=first[1:])
-        seg_start = np.flatnonzero(first)
-        seg_of_inc = np.cumsum(first) - 1
-        seg_flow = live_flow[seg_start]
-        seg_cap = cap_level[seg_flow]
-        level_inc = link_level[live_link]
-        m_seg = np.minimum(np.minimum.reduceat(level_inc, seg_start), seg_cap)  # m_f
-
-        # A link is final unless one of its flows has a lower level elsewhere.
-        blocked = np.zeros(n_links, dtype=bool)
-        blocked[live_link[level_inc > m_seg[seg_of_inc] * (1.0 + RTOL)]] = True
-        lowest = min(float(link_level.min()), float(seg_cap.min()))
-        # Links within RTOL of saturation at the global lowest level also count.
-        saturated = busy & (~blocked | (residual - wsum * lowest <= slack))
-
-        hit = seg_cap <= m_seg * (1.0 + RTOL)
-        hit[seg_of_inc[saturated[live_link]]] = True
-        newly = seg_flow[hit]
-        rate[newly] = np.minimum(weight[newly] * m_seg[hit], cap[newly])
-
-        leaving = hit[seg_of_inc]
-        gone_flow, gone_link = live_flow[leaving], live_link[leaving]
-        residual -= np.bincount(gone_link, weights=rate[gone_flow], minlength=n_links)
-        wsum -= np.bincount(gone_link, weights=weight[gone_flow], minlength=n_links)
-        active -= np.bincount(gone_link, minlength=n_links)
-        wsum[active == 0] = 0.0
-        np.maximum(residual, 0.0, out=residual)
-        staying = ~leaving
-        live_flow, live_link = live_flow[staying], live_link[staying]
-    return rate
-
+    n = weight.size
+    counts = np.bincount(inc_flow, minlength=n)
+    on = counts > 0
+    capped = np.flatnonzero(on & np.isfinite(cap))
+    k = (int(counts.max()) if n else 0) + (1 if capped.size else 0)
+    group_links = np.full((n, max(k, 1)), -1, dtype=np.int64)
+    order = np.argsort(inc_flow, kind="stable")
+    fl = inc_flow[order]
+    group_links[fl, np.arange(fl.size) - (np.cumsum(counts) - counts)[fl]] = inc_link[order]
+    group_links[capped, counts[capped]] = capacity.size + np.arange(capped.size)
+    links_cap = np.concatenate([capacity, cap[capped]])
+    ptr, members = link_members(group_links, links_cap.size)
+    level = fill_levels(group_links, np.where(on, weight, 0.0), links_cap, ptr, members, np.empty(n))
+    return np.where(on, weight * level, cap)
 
 
 def grouped_max_min_rates(

@@ -77,8 +77,7 @@ def scale_fabric(flows: Flows, rates: np.ndarray, factor: float) -> np.ndarray:
     return out
 
 
-def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np.ndarray,
-                  fast: bool = True) -> np.ndarray:
+def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np.ndarray) -> np.ndarray:
     """Share the capacity left by ``rates`` by weighted max-min among flows whose links all have
     spare capacity (``weights`` per flow); returns the new rates. Afterwards every fabric flow
     crosses a saturated link (work conservation in the strong sense)."""
@@ -96,7 +95,7 @@ def fill_residual(flows: Flows, links: LinkIndex, rates: np.ndarray, weights: np
     pos[idx] = np.arange(idx.size)
     keep = elig[flows.inc_flow]
     extra = max_min_rates(pos[flows.inc_flow[keep]], flows.inc_link[keep], weights[idx],
-                          np.full(idx.size, np.inf), np.maximum(residual, 0.0), fast=fast)
+                          np.full(idx.size, np.inf), np.maximum(residual, 0.0))
     out = rates.copy()
     out[idx] += extra
     return out

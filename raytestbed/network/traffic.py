@@ -49,7 +49,7 @@ import numpy as np
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.core.timing import ring_allreduce_bytes
+from raytestbed.core.timing import ps_coflows, ring_allreduce_bytes
 
 Flow = tuple[int, int, float]  #: (src server, dst server, bytes)
 
@@ -162,13 +162,8 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
         coflows = tuple(tuple(zip(s.tolist(), d.tolist(), v.tolist())) for s, d, v in arrays)
         return IterationTraffic(compute, coflows, arrays=tuple(arrays))
     if job.comm is CommPattern.PS:
-        h = job.stages[0].profile.param_bytes
-        share = h / job.num_ps
         random_sizes = spec is not None and spec.max_flow_bytes is not None
-        if random_sizes:
-            share = spec.max_flow_bytes
-        push = [(w, p, share) for w in srv[0] for p in placement.ps_servers]
-        pull = [(p, w, share) for p in placement.ps_servers for w in srv[0]]
+        push, pull = ps_coflows(job, placement, cluster, spec.max_flow_bytes if random_sizes else None)
         return IterationTraffic(job.stages[0].profile.compute_s if compute is None else compute,
                                 (_merge(push), _merge(pull)), random_sizes,
                                 (spec.seed, job.job_id) if random_sizes else ())
@@ -178,7 +173,7 @@ def iteration_traffic(job: Job, placement: Placement, cluster: Cluster) -> Itera
         k = st.replicas
         rings += _ring(srv[s], ring_allreduce_bytes(st.profile.param_bytes, k))
         if s + 1 < job.num_stages:
-            per_pair = st.profile.out_bytes / (k * job.stages[s + 1].replicas)
+            per_pair = job.pair_bytes(s)
             for a in srv[s]:
                 for b in srv[s + 1]:
                     inbound[(s + 1) % 3].append((a, b, per_pair))  # activations into stage s+1

@@ -163,7 +163,7 @@ class RandomForestPredictor(IterationPredictor):
             Xk = np.column_stack([pairs // n_u, pairs % n_u]).astype(float)
         self._model = None
         if self.engine == "exact" and not self.features:
-            from raytestbed.predict import forest
+            from raytestbed.predict import forest  # numba kernels: compiled or loaded from cache on first use
 
             self._model = forest.fit(X, y, n_estimators=self.n_estimators, seed=self.seed)
         if self._model is None:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from raytestbed.core.events import CoflowFinished, CoflowStarted, Event
+from raytestbed.placement.utility import total_utility as gadget_total
 
 UTILITY_KEYS = ("zeta", "F", "lambda1", "lambda2", "lambda3")
 
@@ -30,8 +31,6 @@ def carries_utility(jobs) -> bool:
 
 def total_utility(jobs, progress: dict[int, float]) -> float:
     """sum_i mu_i(progress_i) with the sigmoid utility (GADGET eq. (10), §VI-1); progress in iterations."""
-    from raytestbed.placement.utility import total_utility as gadget_total
-
     return gadget_total(jobs, progress, "sigmoid")
 
 

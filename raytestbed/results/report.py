@@ -19,6 +19,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from raytestbed.results.ranking import rank_labels, summary_line
 from raytestbed.results.tables import md_table  # noqa: E402
 from raytestbed.results.writer import policy_folder  # noqa: E402
 
@@ -260,8 +261,6 @@ def compare_report(folder: Path, total_gpus: int | None = None) -> Path:
     fig.tight_layout()
     fig.savefig(folder / "jct_cdf.png", dpi=100)
     plt.close(fig)
-    from raytestbed.results.ranking import rank_labels, summary_line
-
     verdict = summary_line(df)
     df = df.assign(rank=rank_labels(df))
     links = "\n".join(f"- [{p}]({policy_folder(p)}/report.md)" for p in df["policy"].astype(str))

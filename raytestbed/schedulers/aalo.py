@@ -53,7 +53,7 @@ class PriorityCoflowPolicy(CoflowPolicy):
         order = sorted(range(flows.n_coflows), key=lambda c: (self.job_key(flows.coflow_job[c], view), c))
         rates = priority_fill(flows, links, order, first_only=not self.work_conserving, fast=self.fast_path)
         if self.work_conserving and self.fill_residual:
-            rates = fill_residual(flows, links, rates, np.ones(rates.size), fast=self.fast_path)
+            rates = fill_residual(flows, links, rates, np.ones(rates.size))
         return rates
 
 
@@ -106,7 +106,7 @@ class AaloPolicy(PriorityCoflowPolicy):
         except ValueError as e:
             raise PolicyError(f"{self.name}: {e}") from None
         if self.work_conserving and self.fill_residual:
-            rates = fill_residual(flows, links, rates, np.ones(rates.size), fast=self.fast_path)
+            rates = fill_residual(flows, links, rates, np.ones(rates.size))
         return rates
 
     def job_key(self, job_id: int, view: ClusterView) -> tuple:

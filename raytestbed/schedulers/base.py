@@ -20,8 +20,7 @@ from typing import Any
 
 from raytestbed.core.policy import Policy
 from raytestbed.errors import PluginError, PolicyError
-from raytestbed.plugins import Registry
-
+from raytestbed.plugins import Registry, plain_text
 
 ROLES = ("placement", "network")
 
@@ -90,8 +89,6 @@ def policy_class(name: str, search: Iterable[Path] = ()) -> type[Policy]:
 
 def describe_policy(cls: type[Policy]) -> str:
     """The one line ``raytestbed policies`` shows: ``description``, else the docstring's first line."""
-    from raytestbed.plugins import plain_text
-
     if cls.description:
         return plain_text(cls.description)
     doc = (inspect.getdoc(cls) or "").strip()

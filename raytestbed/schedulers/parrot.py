@@ -170,7 +170,7 @@ class ParrotPolicy(CoflowPolicy):
                 order = sorted(range(flows.n_coflows), key=lambda c: (self._keys[flows.coflow_job[c]], c))
                 rates = priority_fill(flows, links, order, start=rates, fast=self.fast_path, base=base)
             if self.fill_residual:
-                rates = fill_residual(flows, links, rates, cf_w[flows.cf], fast=self.fast_path)
+                rates = fill_residual(flows, links, rates, cf_w[flows.cf])
         elif phi < 1.0:  # only a rack link can be over-subscribed by the scaled O3 rates
             rates = scale_fabric(flows, rates, phi)
         return rates

@@ -25,6 +25,7 @@ class SimBackend:
     clock = "simulated"
     progress_step = 50
     reads_jobs = False
+    starts_ray = False
 
     def missing(self) -> str | None:
         return None

@@ -56,8 +56,9 @@ import numpy as np
 from pydantic import Field, NonNegativeInt, PositiveFloat, PositiveInt, model_validator
 
 from raytestbed.core.job import CommPattern, Job
-from raytestbed.core.timing import Mapper, asrpt_alpha_min_tilde, contiguous_mapper
+from raytestbed.core.timing import Mapper, asrpt_alpha_min_tilde
 from raytestbed.errors import ConfigError, TraceError
+from raytestbed.placement.heavy_edge import heavy_edge_mapper
 from raytestbed.placement.planner import PipelineConfig, plan_configs, planning_bandwidth
 from raytestbed.traces.jobs import build_job, scaled_iterations
 from raytestbed.traces.registry import LoaderParams, WorkloadContext
@@ -155,11 +156,7 @@ def trace_busy_gpus(rows: Sequence[TraceRow]) -> float:
 
 
 def alpha_min_mapper(seed: int) -> Mapper:
-    """The mapper of alpha~min (A-SRPT §IV-B): Heavy-Edge seeded like the policies, else contiguous."""
-    try:
-        from raytestbed.placement.heavy_edge import heavy_edge_mapper
-    except ImportError:  # pragma: no cover - Heavy-Edge ships with the package
-        return contiguous_mapper
+    """The mapper of alpha~min (A-SRPT §IV-B): Heavy-Edge seeded like the policies."""
     return heavy_edge_mapper(seed)
 
 

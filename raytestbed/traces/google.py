@@ -49,10 +49,11 @@ from pydantic import NonNegativeFloat, PositiveFloat, model_validator
 
 from raytestbed.core.job import Job
 from raytestbed.errors import ConfigError, TraceError
+from raytestbed.traces.aaic import read_aaic
 from raytestbed.traces.asrpt_workload import NEEDS_G, AsrptTraceParams, TraceRow, build_asrpt_jobs
-from raytestbed.traces.csvrows import MAX_SECONDS, parse_number
-from raytestbed.traces.csvrows import csv_rows
+from raytestbed.traces.csvrows import csv_rows, parse_number
 from raytestbed.traces.datadir import data_file
+from raytestbed.traces.philly import read_philly
 from raytestbed.traces.registry import WorkloadContext, parse_params, register_workload
 
 FILE = "google-2011-jobs/google2011_job_arrivals.csv.gz"
@@ -127,10 +128,8 @@ def google_jobs(starts: Iterable[Path] = (), override: str | Path | None = None)
 @lru_cache(maxsize=4)
 def _gpu_pool(name: str, path: str, mtime_ns: int) -> tuple[int, ...]:
     if name == "aaic":
-        from raytestbed.traces.aaic import read_aaic
         rows = read_aaic(Path(path), "")
     else:
-        from raytestbed.traces.philly import read_philly
         rows = read_philly(Path(path))
     return tuple(r.gpus for r in rows)
 

@@ -17,16 +17,16 @@ its loader: arrival finite, in [0, MAX_SECONDS] after scaling; iterations in
 from __future__ import annotations
 
 import inspect
+import math
+import numbers
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import math
-import numbers
-
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from raytestbed.config import validation_message
 from raytestbed.core.cluster import Cluster, NotIdenticalServers
 from raytestbed.core.job import Job
 from raytestbed.core.profile import ModelProfile, default_profiles, load_profile_dir
@@ -108,8 +108,6 @@ def parse_params(model: type[BaseModel], params: dict[str, Any], where: str) -> 
     try:
         return model.model_validate(params)
     except ValidationError as e:
-        from raytestbed.config import validation_message
-
         loc, msg = validation_message(e)
         # a model-level check has no loc; its message starts with the field it names
         raise ConfigError(f"{where}: {loc}: {msg}" if loc else f"{where}.{msg}") from None

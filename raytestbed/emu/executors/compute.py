@@ -26,6 +26,8 @@ import torch
 from torch.func import functional_call
 
 from raytestbed.execution.plan import WorkerSpec
+from raytestbed.models import build_model
+from raytestbed.profile.timers import make_timer
 
 
 def _rows(make, n: int) -> torch.Tensor:
@@ -80,9 +82,6 @@ class RealStage:
     """
 
     def __init__(self, spec: WorkerSpec) -> None:
-        from raytestbed.models import build_model
-        from raytestbed.profile.timers import make_timer
-
         torch.set_num_threads(1)
         choice = make_timer(spec.device)
         self.timer, self.device, self.device_note = choice.timer, choice.device, choice.note

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
+from raytestbed.core.profile import default_profiles
+from raytestbed.execution.plan import plan_job
 
 
 class JobRun:
@@ -104,11 +106,7 @@ def start_job(emu, job: Job, placement: Placement, *, iterations: int, mode: str
     """
     import ray
 
-    from raytestbed.execution.plan import plan_job
-
     if profile is None and mode == "real":
-        from raytestbed.core.profile import default_profiles
-
         profile = default_profiles().get(job.model)
     plan_job(job, placement, emu.cluster, iterations=iterations, mode=mode, start_iteration=start_iteration,
              profile=profile)  # refuse bad input here, with the one-line error

@@ -36,9 +36,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from raytestbed.config import CLUSTER_CONFIG_DIR, parse_trial
+from raytestbed.experiments.papers import asrpt_table2 as pb
 from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs
-from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
+from raytestbed.predict.evaluate import holdout_errors, prediction_errors
+from raytestbed.results.tables import md_table
+from raytestbed.traces.registry import load_workload
 
 TRIAL = TRIALS / "asrpt_aaic_paper.yaml"
 #: ``raytestbed reproduce asrpt --workload W``: the trace the job sets are drawn from (first: the paper's)
@@ -170,8 +174,6 @@ def holdout_table(df: pd.DataFrame, folder: Path, axis: str) -> pd.DataFrame:
     """Per point of the sweep (first cell of each ``axis`` value): every predictor fitted on the first 80 %
     of history + job set (submit order) and scored on the later 20 % (:func:`~raytestbed.predict.evaluate.
     holdout_errors`); written to ``folder/predictor_holdout.csv``."""
-    from raytestbed.predict.evaluate import holdout_errors
-
     rows = []
     for x, g in df.groupby(axis, sort=False):
         cell = g.iloc[0]
@@ -194,8 +196,6 @@ def cell_workload(config: Path, seed: int):
     """The jobs of a cell (its ``config.yaml``), with ``history_jobs``: the trace jobs before the set."""
     import yaml
 
-    from raytestbed.config import parse_trial
-    from raytestbed.traces.registry import load_workload
 
     data = yaml.safe_load(config.read_text(encoding="utf-8"))
     loaded = parse_trial({k: v for k, v in data.items() if k in _TRIAL_KEYS}, str(config), TRIAL)
@@ -207,8 +207,6 @@ def cell_workload(config: Path, seed: int):
 def predictor_errors(config: Path, seed: int) -> pd.DataFrame:
     """MAE |n - n~| of each predictor on a cell's job set after fitting on its history (paper §V-B-2-d):
     the paper's rf, median and mean, plus rf-features and last20 (:mod:`raytestbed.predict.evaluate`)."""
-    from raytestbed.predict.evaluate import prediction_errors
-
     jobs = cell_workload(config, seed)
     return pd.DataFrame(prediction_errors(jobs.history_jobs, list(jobs), seed))
 
@@ -262,9 +260,6 @@ def _predictor_check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
 
 def table2_run(folder: Path, quick: bool) -> list[str]:
     """Table II: Heavy-Edge vs the optimal placement ILP (:mod:`raytestbed.experiments.papers.asrpt_table2`)."""
-    from raytestbed.config import CLUSTER_CONFIG_DIR
-    from raytestbed.experiments.papers import asrpt_table2 as pb
-
     cluster = CLUSTER_CONFIG_DIR / "asrpt_sim_250x8.yaml"
     name, rows = pb.table2(["vgg19-cifar", "vgg16", "gpt-small"], 2 if quick else 20, 16, SEEDS[0], cluster)
     t2 = pd.DataFrame(rows)

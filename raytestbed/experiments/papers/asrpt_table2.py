@@ -10,8 +10,7 @@ the mean placement computation time (PCT, wall clock; Heavy-Edge's caches are cl
 call). :func:`random_sweep` places random jobs (random model, GPU count and configuration, random
 availability) and summarises the PITT ratio mapper / ILP.
 
-The comparator is ``raytestbed.placement.heavy_edge`` when it is importable, otherwise
-``core.timing.contiguous_mapper`` (named in the result).
+The comparator is Heavy-Edge (:mod:`raytestbed.placement.heavy_edge`).
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ import numpy as np
 from raytestbed.config import load_cluster
 from raytestbed.core.job import Job
 from raytestbed.core.profile import default_profiles
-from raytestbed.core.timing import contiguous_mapper
+from raytestbed.placement import heavy_edge as he
 from raytestbed.placement.ilp import placement_alpha, solve_placement_ilp
 from raytestbed.placement.planner import plan_configs, planning_bandwidth
 from raytestbed.traces.jobs import build_job
@@ -41,11 +40,7 @@ Mapper = Callable[[Job, Sequence[int]], list[list[int]]]
 
 
 def comparator() -> tuple[str, Mapper]:
-    """Heavy-Edge if it exists, else the contiguous stand-in; caches cleared before every call."""
-    try:
-        from raytestbed.placement import heavy_edge as he
-    except ImportError:
-        return "contiguous_mapper (heavy_edge not available)", contiguous_mapper
+    """Heavy-Edge, its caches cleared before every call."""
     caches = [obj for obj in vars(he).values() if callable(getattr(obj, "cache_clear", None))]
 
     def mapper(job: Job, caps: Sequence[int]) -> list[list[int]]:

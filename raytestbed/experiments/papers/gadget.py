@@ -35,9 +35,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from raytestbed.core.cluster import Cluster
 from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure
-from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
+from raytestbed.placement.gvne import SlotJob, solve_exact, solve_greedy, solve_lp_rs_mde
+from raytestbed.placement.ring_embedding import Substrate, validate_embeddings
+from raytestbed.placement.utility import job_utility
+from raytestbed.resources import package_root
+from raytestbed.results.tables import md_table
+from raytestbed.traces.registry import load_workload
 
 TRIAL = TRIALS / "gadget.yaml"
 #: ``raytestbed reproduce gadget --workload W``: the arrival pattern (first: the default)
@@ -161,12 +167,6 @@ def small_slot(cluster, n_jobs: int, seed: int, family: str = "sigmoid"):
     few jobs compete); ``envelope`` — pi from its concave envelope (every job has value per worker,
     so the slot is capacity-bound).
     """
-    from raytestbed.resources import package_root
-    from raytestbed.core.cluster import Cluster
-    from raytestbed.placement.gvne import SlotJob
-    from raytestbed.placement.utility import job_utility
-    from raytestbed.traces.registry import load_workload
-
     keep = list(range(12))
     racks_used = sorted({cluster.servers[m].rack for m in keep})
     servers = tuple(dataclasses.replace(cluster.servers[m], server_id=i) for i, m in enumerate(keep))
@@ -185,9 +185,6 @@ def small_slot(cluster, n_jobs: int, seed: int, family: str = "sigmoid"):
 
 def fig7_table(sizes, instances: int, time_limit: float, cluster) -> pd.DataFrame:
     """Utility / exact optimum of LP-RS-MDE (u_b = 50 and 1, with and without fill) and greedy per instance."""
-    from raytestbed.placement.gvne import solve_exact, solve_greedy, solve_lp_rs_mde
-    from raytestbed.placement.ring_embedding import Substrate, validate_embeddings
-
     rows = []
     for family in ("sigmoid", "envelope"):
         for n in sizes:

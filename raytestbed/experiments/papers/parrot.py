@@ -26,9 +26,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from raytestbed.config import parse_trial
 from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs
-from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
+from raytestbed.results.tables import md_table
 
 TRIAL = TRIALS / "parrot_ms60.yaml"
 SCHEMES = ["parrot", "parrot-wo-wc", "aalo", "aalo-wo-wc", "lccf", "lccf-wo-wc"]
@@ -109,8 +110,6 @@ def fb_sweep(quick: bool) -> Sweep:
     data = t.resolved()
     for k in ("gpu_scale", "iteration_scale", "max_coflow_mb"):
         data["workload"].pop(k, None)
-    from raytestbed.config import parse_trial
-
     t = parse_trial(data, "parrot fb", t.path)
     return Sweep("parrot_fb", [t], _lines(MAIN), [SEED], "sim:flow", [Axis.field("cluster.nic_gbps", [10.0])],
                  METRICS, log_events=False)
