@@ -173,6 +173,10 @@ class GpuSpeeds:
         """The compute speed factor of GPU ``gpu``'s type: its passes take profiled seconds / factor."""
         return self.factor(self.cluster.gpu_type_of(gpu))
 
+    def mixed(self, placement: Placement) -> bool:
+        """Whether the GPUs of ``placement`` compute at different speed factors."""
+        return len({self.gpu_factor(g) for g in placement.gpus}) > 1
+
     def placed_job(self, job: Job, placement: Placement) -> Job:
         """``job`` as it computes on ``placement``, for timings that charge a stage's compute once per
         iteration (flow timing's coflows): each stage's forward and backward seconds divided by the

@@ -27,7 +27,9 @@ running job progresses:
   With GPU types of different speed factors (cluster ``gpu_speed``) every worker run worker by
   worker computes at its own GPU's speed (:attr:`raytestbed.execution.plan.WorkerSpec.speed`), as the
   emulator's workers do, and a job timed as coflows at each stage's slowest replica
-  (:meth:`~raytestbed.core.gpu_types.GpuSpeeds.placed_job`); a restarted job starts its run
+  (:meth:`~raytestbed.core.gpu_types.GpuSpeeds.placed_job`) — but a ring-all-reduce job whose
+  replicas differ in speed runs worker by worker (its fast replicas start their all-reduce steps
+  early, against the other jobs' flows), as with ``schedule="transfers"``; a restarted job starts its run
   ``restore_s`` later (its checkpoint restore), as in the emulator.
 
 Same events at the same time are ordered: completions, then faults, then
@@ -329,7 +331,11 @@ class Simulator(EventCore):
     def _begin_flow_run(self, job: Job, placement: Placement, run: _Run) -> None:
         """Flow timing: start a run of ``job`` now, worker by worker or as coflows."""
         run.cycle_start_s = self.state.now
-        if self.schedule != "coflows" and uses_workers(job, rings=self.schedule == "transfers"):
+        # a ring whose replicas compute at different speeds runs worker by worker too: its fast replicas
+        # start their all-reduce steps early, which one job-wide coflow cannot show
+        rings = self.schedule == "transfers" or (run.placed is not job and job.traffic is None
+                                                  and self.speeds.mixed(placement))
+        if self.schedule != "coflows" and uses_workers(job, rings=rings):
             run.workers = self._worker_run(job, placement, run)
             self._worker_jobs.add(job.job_id)
             run.workers.begin()
