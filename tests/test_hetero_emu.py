@@ -118,3 +118,26 @@ def test_emulator_equals_flow_timing_on_three_types_with_preemption_and_restore(
     # the restore and the types' speeds are in those times: the same run without them ends sooner
     fast = Simulator(c, jobs, MoveAround(first=first, then=then), mode="flow").run()
     assert all(f.finish_s < t for f, t in zip(fast.records, s))
+
+
+@pytest.mark.slow
+def test_hetero_parity_trial_on_both_backends(tmp_path):
+    """workloads/trials/parity_hetero.yaml (three GPU types, ring and pipeline jobs, Gavel's preemptive
+    max-min fairness, a 0.5 s restore): the emulator (Ray, replay) and the flow simulator give every
+    job the same JCT within 1e-6 relative and the same preemptions."""
+    pytest.importorskip("ray")
+    from pathlib import Path
+
+    import pandas as pd
+
+    from raytestbed.cli import main
+
+    trial = Path(__file__).resolve().parents[1] / "workloads" / "trials" / "parity_hetero.yaml"
+    out = tmp_path / "par"
+    assert main(["parity", str(trial), "--policies", "max_min_fairness_perf", "--limit", "1e-6",
+                 "--out", str(out), "--quiet"]) == 0
+    jobs = pd.read_csv(out / "parity_jobs.csv")
+    assert len(jobs) == 12 and (jobs["rel_diff"].abs() <= 1e-6).all()
+    sim = pd.read_csv(out / "sim" / "max_min_fairness_perf" / "jobs.csv")
+    emu = pd.read_csv(out / "emu" / "max_min_fairness_perf" / "jobs.csv")
+    assert sim["preemptions"].sum() > 0 and list(sim["preemptions"]) == list(emu["preemptions"])
