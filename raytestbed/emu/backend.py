@@ -314,7 +314,8 @@ class EmuBackend:
                 emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
             driver = EmuDriver(emu, run.jobs, policies, run.faults, compute=cfg.compute,
                                compute_factor=cfg.compute_factor, device=cfg.compute_device, poll_s=cfg.progress_s,
-                               speeds=run.speeds, restore_s=run.trial.timing.restore_s, on_event=run.on_event, on_decisions=run.on_decisions, progress=run.progress)
+                               speeds=run.speeds, restore_s=run.trial.timing.restore_s, on_event=run.on_event,
+                               on_decisions=run.on_decisions, progress=run.progress)
             if run.on_books is not None:
                 run.on_books(driver)
             res = driver.run()

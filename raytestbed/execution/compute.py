@@ -8,14 +8,16 @@ A :class:`~raytestbed.execution.driver.Driver` owns one strategy per worker (or 
 the worker program (:mod:`raytestbed.execution.worker_program`) is the same whatever the strategy.
 
 * :class:`ReplayCompute`: each pass is charged its profiled seconds p^f / p^b divided by the speed
-  factor of the worker's GPU type (``spec.speed``; times the simulator's ``scale``); transfers have the profiled sizes (A-SRPT §III-B: A_s / (k_s k_{s+1})
-  activation bytes per slice, h/k bytes per ring chunk, h / #PS per PS shard) and carry zero
-  buffers standing for them (at most ``replay_payload_bytes``; none at all in the simulator).
+  factor of the worker's GPU type (``spec.speed``), times the simulator's ``scale``; transfers have
+  the profiled sizes (A-SRPT §III-B: A_s / (k_s k_{s+1}) activation bytes per slice, h/k bytes per
+  ring chunk, h / #PS per PS shard) and carry zero buffers standing for them (at most
+  ``replay_payload_bytes``; none at all in the simulator).
 * :class:`RealCompute`: the passes run a stage's layers on real tensors (a
   :class:`~raytestbed.emu.executors.compute.RealStage`, built by the emulator) and are charged
-  their measured time at the emulated GPU's speed, divided by the speed factor of its type; transfers carry the real arrays (numpy):
-  activation slices cut by sample, gradient slices cut as the activations came in, ring chunks
-  summed step by step, PS shards summed by the PS, and the SGD step applies the summed gradient.
+  their measured time at the emulated GPU's speed, divided by the speed factor of its type;
+  transfers carry the real arrays (numpy): activation slices cut by sample, gradient slices cut as
+  the activations came in, ring chunks summed step by step, PS shards summed by the PS, and the SGD
+  step applies the summed gradient.
 
 Every method is called by the driver: ``compute(kind, i) -> Charge``; ``outbound((what, i,
 part)) -> (payload, meta, nbytes)``; ``received(request, data)`` with the ``(payload, meta)`` of a

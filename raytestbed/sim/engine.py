@@ -24,12 +24,12 @@ running job progresses:
   (Parrot Thm 3 with the §7 compute extension): the sum over the coflows it ran
   of their stand-alone optimal CCT (O3, eq. 26) plus its compute time (a pipeline: its slowest
   stage's compute per iteration).
-  With GPU types of different speed factors (cluster ``gpu_speed``) every worker run worker by
-  worker computes at its own GPU's speed (:attr:`raytestbed.execution.plan.WorkerSpec.speed`), as the
-  emulator's workers do, and a job timed as coflows at each stage's slowest replica
-  (:meth:`~raytestbed.core.gpu_types.GpuSpeeds.placed_job`) — but a ring-all-reduce job whose
-  replicas differ in speed runs worker by worker (its fast replicas start their all-reduce steps
-  early, against the other jobs' flows), as with ``schedule="transfers"``; a restarted job starts its run
+  With GPU types of different speed factors (cluster ``gpu_speed``), in a job run worker by worker
+  each worker computes at its own GPU's speed (:attr:`raytestbed.execution.plan.WorkerSpec.speed`),
+  as the emulator's workers do; a job timed as coflows computes at each stage's slowest replica
+  (:meth:`~raytestbed.core.gpu_types.GpuSpeeds.placed_job`). A ring-all-reduce job whose replicas
+  differ in speed always runs worker by worker (its fast replicas start their all-reduce steps early,
+  against the other jobs' flows, as with ``schedule="transfers"``). A restarted job starts its run
   ``restore_s`` later (its checkpoint restore), as in the emulator.
 
 Same events at the same time are ordered: completions, then faults, then
