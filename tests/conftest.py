@@ -33,9 +33,11 @@ def rar_job(job_id=0, arrival=0.0, workers=2, iterations=10, fwd=0.01, bwd=0.02,
                CommPattern.RAR)
 
 
-def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=True, mode="replay", timeout_s=120.0):
+def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=True, mode="replay", timeout_s=120.0,
+                            **trial):
     """A trial on the emulator's clock service with in-process workers (no Ray): returns
-    (result dict of ClockService.result, every event delivered, the service)."""
+    (result dict of ClockService.result, every event delivered, the service). ``trial``: more arguments of
+    ``ClockService.begin_trial`` (``speeds``, ``restore_s``)."""
     import asyncio
 
     from raytestbed.emu.clock_actor import local_service
@@ -44,7 +46,7 @@ def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=Tru
 
     async def main():
         svc = local_service(cluster, fast_forward=FastForward(enabled=fast_forward))
-        await svc.begin_trial(jobs, policies, faults, mode=mode)
+        await svc.begin_trial(jobs, policies, faults, mode=mode, **trial)
         events = []
         t0 = asyncio.get_running_loop().time()
         while True:

@@ -124,10 +124,42 @@ def test_speed_factor_divides_the_profiled_compute():
     assert res.records[0].finish_s == pytest.approx(40.0)
 
 
-def test_flow_timing_refuses_typed_speeds():
+@pytest.mark.parametrize("schedule", ["workers", "transfers", "coflows"])
+def test_flow_timing_charges_each_type_its_speed(schedule):
+    """Flow timing agrees with the analytic model where both must: a one-GPU job computes at its type's
+    speed (no communication), and a data-parallel job across a V100 and a K80 whose all-reduce moves
+    nothing runs at the K80's (the slowest type's) speed, worker by worker or as coflows."""
     c = typed_cluster(speed=(("k80", 0.25),))
-    with pytest.raises(ValueError, match="need timing mode 'analytic'"):
-        Simulator(c, [rar(0, 10)], OnGpus(plan={0: [0]}), mode="flow", speeds=GpuSpeeds(c))
+    sp = GpuSpeeds(c)
+    jobs = [rar(0, 10), rar(1, 10, arrival=100.0), rar(2, 10, gpus=2, arrival=200.0)]
+    plan = {0: [2], 1: [0], 2: [1, 2]}
+    flow = Simulator(c, jobs, OnGpus(plan=plan), mode="flow", speeds=sp, schedule=schedule).run()
+    analytic = Simulator(c, jobs, OnGpus(plan=plan), speeds=sp).run()
+    assert [r.finish_s for r in flow.records] == pytest.approx([40.0, 110.0, 240.0], rel=1e-12)
+    assert [r.finish_s for r in flow.records] == pytest.approx([r.finish_s for r in analytic.records], rel=1e-12)
+
+
+def test_flow_timing_of_a_job_across_types_is_its_slowest_workers():
+    """With communication: a 2-GPU ring across a V100 and a K80 (factor 0.25) takes, per iteration, the
+    K80's compute (1 s / 0.25) plus the all-reduce (2 steps of 50 MB each way over 100 MB/s NICs, 1 s),
+    whether ring jobs run worker by worker or not (a ring across speeds always does)."""
+    c = Cluster(tuple(Server(i, 2, GB / 10, GB / 10, gpu_type=t) for i, t in enumerate(("v100", "k80"))),
+                100 * GB, gpu_speed=(("k80", 0.25),))
+    job = Job(0, 0.0, 10, (Stage(2, StageProfile(0.5, 0.5, 0, 1e8)),), CommPattern.RAR)
+    for schedule in ("workers", "transfers"):
+        res = Simulator(c, [job], OnGpus(plan={0: [1, 2]}), mode="flow", speeds=GpuSpeeds(c), schedule=schedule).run()
+        assert res.records[0].finish_s == pytest.approx(10 * (4.0 + 1.0), rel=1e-9)
+
+
+def test_flow_timing_and_the_emulator_refuse_jobs_the_throughput_table_times(tmp_path):
+    """The table's time per iteration includes communication, which flow timing makes from transfers."""
+    c = typed_cluster()
+    t = table(tmp_path, {"v100": {("vgg16", 1): 2.0}, "k80": {("vgg16", 1): 0.5}})
+    with pytest.raises(ValueError, match="job 0: the throughput table .* communication included"):
+        Simulator(c, [rar(0, 10, model="vgg16")], OnGpus(plan={0: [0]}), mode="flow", speeds=GpuSpeeds(c, t))
+    # a job the table does not know runs at the factors
+    res = Simulator(c, [rar(0, 10, model="other")], OnGpus(plan={0: [0]}), mode="flow", speeds=GpuSpeeds(c, t)).run()
+    assert res.records[0].finish_s == pytest.approx(10.0)
 
 
 class PreemptOnce(Policy):
@@ -150,19 +182,21 @@ class PreemptOnce(Policy):
         return []
 
 
+@pytest.mark.parametrize("mode", ["analytic", "flow"])
 @pytest.mark.parametrize("restore_s", [0.0, 7.5])
-def test_preempted_job_resumes_with_its_progress_and_pays_the_restore_cost(restore_s):
+def test_preempted_job_resumes_with_its_progress_and_pays_the_restore_cost(restore_s, mode):
     """100 iterations of 1 s: 30 done by the preemption at 30 s; restarted at 50 s it restores for
     restore_s, then runs the 70 left: it finishes at 50 + restore_s + 70."""
     c = typed_cluster(types=("v100",), gpus=2)
-    res = Simulator(c, [rar(0, 100)], PreemptOnce(), restore_s=restore_s).run()
+    res = Simulator(c, [rar(0, 100)], PreemptOnce(), restore_s=restore_s, mode=mode).run()
     r = res.records[0]
     assert r.preemptions == 1
     assert r.finish_s == pytest.approx(50.0 + restore_s + 70.0)
     assert r.first_start_s == 0.0
 
 
-def test_restore_time_brings_no_progress():
+@pytest.mark.parametrize("mode", ["analytic", "flow"])
+def test_restore_time_brings_no_progress(mode):
     """Preempted again during its restore, a job keeps exactly the progress it had."""
     c = typed_cluster(types=("v100",), gpus=2)
 
@@ -178,7 +212,7 @@ def test_restore_time_brings_no_progress():
                 out.append(StartJob(0, Placement(((0,),))))
             return out
 
-    res = Simulator(c, [rar(0, 100)], Twice(), restore_s=10.0).run()
+    res = Simulator(c, [rar(0, 100)], Twice(), restore_s=10.0, mode=mode).run()
     assert res.records[0].preemptions == 2
     assert res.records[0].finish_s == pytest.approx(60.0 + 10.0 + 70.0)
 
@@ -231,13 +265,12 @@ def test_trial_reads_the_throughput_table_and_restore_cost(tmp_path):
 
 
 @pytest.mark.parametrize("timing,backend,message", [
-    ({"mode": "flow"}, "sim", "need timing.mode: analytic"),
-    ({}, "emu", "simulator only"),
-    ({"restore_s": 5.0, "throughputs": None}, "emu", "restore_s: only the sim backend"),
+    ({"mode": "flow"}, "sim", "job 0: the throughput table .* flow timing and the emulator make"),
+    ({}, "emu", "backend emu: job 0: the throughput table .*use timing.mode: analytic"),
 ])
-def test_typed_speeds_refused_where_not_modelled(tmp_path, timing, backend, message):
-    """Flow timing and the emulator do not model typed speeds or restore costs yet: one line, before
-    anything runs (no Ray process for the emulator)."""
+def test_table_speeds_refused_where_not_modelled(tmp_path, timing, backend, message):
+    """A job the throughput table times cannot run where communication comes from transfers: one line,
+    before anything runs (no Ray process for the emulator)."""
     from raytestbed.trial import PolicyPair, run_into
 
     loaded = _trial(tmp_path, **timing)

@@ -40,7 +40,9 @@ class TrialRun:
     """Everything a backend needs for one run: what to run, under which policies, and whom to tell.
 
     ``trial``: the trial's settings (:class:`raytestbed.config.Trial`; each backend reads its own
-    sections: ``timing`` for the simulator, ``emu`` for the emulator). Times are seconds.
+    sections: ``timing`` for the simulator, ``emu`` for the emulator; ``timing.restore_s`` for both).
+    ``speeds``: the per-type speeds policies read (``view.speeds``) and both backends charge (the
+    simulator's timing; every worker program at its GPU type's factor). Times are seconds.
     """
 
     cluster: Cluster

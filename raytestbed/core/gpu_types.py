@@ -22,6 +22,14 @@ A job's speed on a type comes from, in this order:
 
 A job placed across types runs at its slowest type's speed (synchronous data-parallel training
 waits for its slowest worker): the largest per-iteration time over the types it holds.
+
+Flow timing and the emulator take the speed factors worker by worker: every worker program charges
+its passes at the factor of its own GPU's type (:attr:`raytestbed.execution.plan.WorkerSpec.speed`,
+:meth:`GpuSpeeds.gpu_factor`), so the slowest type's speed *emerges* where a step waits for every
+replica (a ring all-reduce, a pipeline's next stage); jobs timed as coflows compute at each stage's
+slowest replica (:meth:`GpuSpeeds.placed_job`). A throughput table gives a job's whole iteration,
+communication included, which those timings make from the job's transfers: they refuse a job that
+uses it.
 """
 
 from __future__ import annotations
@@ -104,13 +112,19 @@ class ThroughputTable:
         return self.rows.get(gpu_type, {}).get((job_type, scale))
 
 
+def scaled_stage(stage: Stage, factor: float) -> Stage:
+    """A copy of ``stage`` whose compute times (forward, backward) are divided by ``factor``."""
+    if factor == 1.0:
+        return stage
+    return Stage(stage.replicas, replace(stage.profile, fwd_s=stage.profile.fwd_s / factor,
+                                         bwd_s=stage.profile.bwd_s / factor))
+
+
 def scaled_job(job: Job, factor: float) -> Job:
     """A copy of ``job`` whose stage compute times (forward, backward) are divided by ``factor``."""
     if factor == 1.0:
         return job
-    stages = tuple(Stage(st.replicas, replace(st.profile, fwd_s=st.profile.fwd_s / factor,
-                                              bwd_s=st.profile.bwd_s / factor)) for st in job.stages)
-    return replace(job, stages=stages)
+    return replace(job, stages=tuple(scaled_stage(st, factor) for st in job.stages))
 
 
 class GpuSpeeds:
@@ -155,6 +169,30 @@ class GpuSpeeds:
         compute = max(st.profile.compute_s for st in job.stages)
         return math.inf if compute <= 0 else self.factor(gpu_type) / compute
 
+    def gpu_factor(self, gpu: int) -> float:
+        """The compute speed factor of GPU ``gpu``'s type: its passes take profiled seconds / factor."""
+        return self.factor(self.cluster.gpu_type_of(gpu))
+
+    def mixed(self, placement: Placement) -> bool:
+        """Whether the GPUs of ``placement`` compute at different speed factors."""
+        return len({self.gpu_factor(g) for g in placement.gpus}) > 1
+
+    def placed_job(self, job: Job, placement: Placement) -> Job:
+        """``job`` as it computes on ``placement``, for timings that charge a stage's compute once per
+        iteration (flow timing's coflows): each stage's forward and backward seconds divided by the
+        smallest factor among its replicas' GPUs (the replica a synchronous step waits for), an
+        explicit compute time (``job.traffic.compute_s``) by the smallest over the whole placement.
+        ``job`` itself when every factor is 1; for a one-stage job the slowest-type rule of
+        :class:`TypedModel`."""
+        fs = [min(self.gpu_factor(g) for g in gpus) for gpus in placement.stage_gpus]
+        if all(f == 1.0 for f in fs):
+            return job
+        stages = tuple(scaled_stage(st, f) for st, f in zip(job.stages, fs))
+        traffic = job.traffic
+        if traffic is not None and traffic.compute_s is not None:
+            traffic = replace(traffic, compute_s=traffic.compute_s / min(fs))
+        return replace(job, stages=stages, traffic=traffic)
+
     def types_of(self, placement: Placement) -> set[str]:
         """The GPU types a placement holds."""
         c = self.cluster
@@ -164,6 +202,20 @@ class GpuSpeeds:
         """The type among ``types`` on which ``job`` is slowest (ties: the first in cluster order)."""
         order = {t: i for i, t in enumerate(self.gpu_types)}
         return min(types, key=lambda t: (self.throughput(job, t), order.get(t, 0)))
+
+
+def transfer_timing_refusal(jobs: Iterable[Job] | None, speeds: GpuSpeeds | None) -> str | None:
+    """Why flow timing and the emulator, which make a job's communication from its transfers, cannot run
+    one of ``jobs``: the first whose speed the throughput table gives (its time per iteration includes
+    communication). One line, or None."""
+    if speeds is None or speeds.table is None:
+        return None
+    job = next((j for j in jobs or () if speeds.uses_table(j)), None)
+    if job is None:
+        return None
+    return (f"job {job.job_id}: the throughput table {speeds.table.source} gives its whole iteration time "
+            f"({job.model!r} on {job.gpus} GPUs, communication included), which flow timing and the emulator "
+            f"make from the job's transfers: use timing.mode: analytic, or gpu_speed factors")
 
 
 class TypedModel(IterationModel):

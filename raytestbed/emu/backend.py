@@ -29,7 +29,7 @@ from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import JobRecord
 from raytestbed.core.eventcore import RunResult
 from raytestbed.core.events import Decision, Event, Fault, JobFinished
-from raytestbed.core.gpu_types import GpuSpeeds
+from raytestbed.core.gpu_types import GpuSpeeds, transfer_timing_refusal
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
@@ -99,12 +99,15 @@ class EmuDriver:
         compute_factor: real mode: emulated GPU seconds per CPU second (None: profiled time x recent / typical CPU time).
         device: real mode: where stages compute and how a pass is timed (``cpu``, ``cuda``, ``auto``).
         poll_s: wall seconds between the driver's polls of the clock actor.
+        speeds: the trial's per-type speeds (what policies read; each worker computes at its GPU type's
+            factor); None: the cluster's ``gpu_speed`` factors.
+        restore_s: seconds a restarted job restores its checkpoint before its run starts.
         on_event / on_decisions / progress: the simulator's callbacks (``raytestbed.trial``).
     """
 
     def __init__(self, emu, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
                  compute: str = "replay", compute_factor: float | None = None, poll_s: float = 1.0,
-                 device: str = "cpu",
+                 device: str = "cpu", speeds: GpuSpeeds | None = None, restore_s: float = 0.0,
                  on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
@@ -116,6 +119,8 @@ class EmuDriver:
         self.compute = compute
         self.compute_factor = compute_factor
         self.device = device
+        self.speeds = speeds
+        self.restore_s = restore_s
         self.poll_s = poll_s
         self._on_event = on_event
         self._on_decisions = on_decisions
@@ -146,7 +151,7 @@ class EmuDriver:
         finished = 0
         t0 = time.perf_counter()
         ray.get(clock.begin_trial.remote(self.jobs, self.policies, self.faults, self.compute, self.compute_factor,
-                                          self.device))
+                                          self.device, self.speeds, self.restore_s))
         while True:
             batch = ray.get(clock.poll.remote(self.poll_s))
             for m in batch.kills:
@@ -282,11 +287,8 @@ class EmuBackend:
                 return (f"backend emu: job {j.job_id} gives {text} (workload {trial.workload.kind!r}); the emulator's "
                         f"workers move and compute what their profiles say, so it cannot run this job: use "
                         f"--backend sim:flow")
-        if speeds is not None and not speeds.uniform:
-            return ("cluster gpu_speed / timing.throughputs: GPU types of different speeds run on the simulator "
-                    "only (the emulator charges every GPU its profile's time)")
-        if trial.timing.restore_s > 0:
-            return "timing.restore_s: only the sim backend charges a checkpoint restore"
+        if (why := transfer_timing_refusal(jobs, speeds)) is not None:
+            return f"backend emu: {why}"
         if trial.timing.until_s is not None:
             return ("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
                     "to its end)")
@@ -313,7 +315,8 @@ class EmuBackend:
                 emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
             driver = EmuDriver(emu, run.jobs, policies, run.faults, compute=cfg.compute,
                                compute_factor=cfg.compute_factor, device=cfg.compute_device, poll_s=cfg.progress_s,
-                               on_event=run.on_event, on_decisions=run.on_decisions, progress=run.progress)
+                               speeds=run.speeds, restore_s=run.trial.timing.restore_s, on_event=run.on_event,
+                               on_decisions=run.on_decisions, progress=run.progress)
             if run.on_books is not None:
                 run.on_books(driver)
             res = driver.run()

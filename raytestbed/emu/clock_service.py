@@ -132,20 +132,24 @@ class ClockService:
 
     # ------------------------------------------------------------------ runs
     def new_run(self, job: Job, placement: Placement, iterations: int, start_iteration: int, mode: str,
-                compute_factor: float | None = None, profile=None, device: str = "cpu") -> Run:
-        """Plan a run and register its participants (runnable) now; :meth:`_launch_pending` starts them."""
+                compute_factor: float | None = None, profile=None, device: str = "cpu", speeds=None,
+                start_s: float | None = None) -> Run:
+        """Plan a run and register its participants (runnable) now; :meth:`_launch_pending` starts them.
+        ``speeds``: per-type speeds (each worker computes at its GPU type's factor; None: the cluster's);
+        ``start_s``: when its workers start (emulated s; None: now; later: a checkpoint restore first)."""
         self._run_count += 1
         run_id = (job.job_id, self._run_count)
+        start_s = self.clock.now if start_s is None else max(self.clock.now, float(start_s))
         plan = plan_job(job, placement, self.cluster, iterations=iterations, mode=mode,
-                        start_iteration=start_iteration, profile=profile)
+                        start_iteration=start_iteration, profile=profile, speeds=speeds)
         cf = None if compute_factor is None else float(compute_factor)
         cap = self.replay_payload_bytes
         plan = replace(plan, workers=tuple(replace(w, compute_factor=cf, replay_payload_bytes=cap, device=device)
                                           for w in plan.workers),
                        ps=tuple(replace(p, replay_payload_bytes=cap) for p in plan.ps))
         pids = [(run_id, "w", w.rank) for w in plan.workers] + [(run_id, "ps", p.index) for p in plan.ps]
-        mon = RunMonitor(job.job_id, len(plan.workers), iterations, start_iteration, self.clock.now)
-        run = Run(run_id, job, placement, plan, mon, pids, self.clock.now, links=self._links_of(placement))
+        mon = RunMonitor(job.job_id, len(plan.workers), iterations, start_iteration, start_s)
+        run = Run(run_id, job, placement, plan, mon, pids, start_s, links=self._links_of(placement))
         self.links_changed(run.links)
         self.runs[run_id] = run
         for pid in pids:
@@ -180,7 +184,7 @@ class ClockService:
             if run.run_id not in self.runs:
                 continue
             try:
-                refs = await self.launcher.launch(run, self.clock.now)
+                refs = await self.launcher.launch(run, run.start_s)
             except Exception as e:  # could not start (a model real mode cannot build, a lost host)
                 self._run_failed(run.run_id, f"start failed: {_what(e)}")
                 continue
@@ -315,12 +319,15 @@ class ClockService:
 
     # ------------------------------------------------------------------ trial
     async def begin_trial(self, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
-                          mode: str = "replay", compute_factor: float | None = None, device: str = "cpu") -> None:
-        """Run ``jobs`` under ``policies`` from now on (the trial's t = 0 is the clock's now)."""
+                          mode: str = "replay", compute_factor: float | None = None, device: str = "cpu",
+                          speeds=None, restore_s: float = 0.0) -> None:
+        """Run ``jobs`` under ``policies`` from now on (the trial's t = 0 is the clock's now); ``speeds``: the
+        trial's :class:`~raytestbed.core.gpu_types.GpuSpeeds` (None: the cluster's factors); ``restore_s``:
+        seconds a restarted job restores its checkpoint."""
         if self.clock.now != 0.0 or self.runs:
             raise RuntimeError("a trial needs a fresh clock (one trial per emulated cluster)")
         self.scheduler = EmuScheduler(self, jobs, policies, faults, mode=mode, compute_factor=compute_factor,
-                                      device=device)
+                                      device=device, speeds=speeds, restore_s=restore_s)
         self._poll_ev = asyncio.Event()
         self.wall_start = time.perf_counter()  # pace: the trial's t = 0
         self._ensure_loop()

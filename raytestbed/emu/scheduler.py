@@ -45,7 +45,7 @@ class EmuScheduler(EventCore):
 
     def __init__(self, service, jobs: Sequence[Job], policies: Sequence[Policy],
                  faults: Sequence[Fault] = (), mode: str = "replay", compute_factor: float | None = None,
-                 window: int = 10, device: str = "cpu") -> None:
+                 window: int = 10, device: str = "cpu", speeds=None, restore_s: float = 0.0) -> None:
         self.service = service
         self.mode = mode
         self.compute_factor = compute_factor
@@ -57,7 +57,7 @@ class EmuScheduler(EventCore):
         super().__init__(service.cluster, jobs, policies, faults,
                          on_event=lambda ev: service.out.events.append(ev),
                          on_decisions=lambda ev, name, dt, ds: service.out.decisions.append((ev, name, dt, list(ds))),
-                         heap=service.clock.heap)
+                         heap=service.clock.heap, speeds=speeds, restore_s=restore_s)
         self.network_policy = any(p.role == "network" for p in self.policies)
         # what network policies read: the fluid model's transfers laid out as the flow simulator's table
         self.flowview = FlowView(service.clock.net, jobs, service.clock.fabric_bytes)
@@ -155,7 +155,9 @@ class EmuScheduler(EventCore):
         if self.mode == "real":
             profile = default_profiles().get(job.model)
         steps = math.ceil(self.steps_left(job.job_id) - 1e-9)
-        run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile, self.device)
+        # every worker computes at its GPU type's speed; a restarted job's run starts after its restore
+        run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile, self.device,
+                                   self.state.speeds, self.restore_until(job.job_id))
         self.run_of[job.job_id] = run.run_id
         self._estimates[job.job_id] = []
         self.flowview.run_started(job.job_id)

@@ -1,17 +1,23 @@
 """Compute strategies: what a worker's passes cost and what its transfers carry.
 
+Workers of a job on GPUs of different types each compute at their own type's speed; a step that
+waits for every replica (an all-reduce, the next stage's input) then runs at the slowest one's: the
+slowest-type rule of :class:`~raytestbed.core.gpu_types.TypedModel` emerges.
+
 A :class:`~raytestbed.execution.driver.Driver` owns one strategy per worker (or parameter server);
 the worker program (:mod:`raytestbed.execution.worker_program`) is the same whatever the strategy.
 
-* :class:`ReplayCompute`: each pass is charged its profiled seconds p^f / p^b (times the
-  simulator's ``scale``); transfers have the profiled sizes (A-SRPT §III-B: A_s / (k_s k_{s+1})
-  activation bytes per slice, h/k bytes per ring chunk, h / #PS per PS shard) and carry zero
-  buffers standing for them (at most ``replay_payload_bytes``; none at all in the simulator).
+* :class:`ReplayCompute`: each pass is charged its profiled seconds p^f / p^b divided by the speed
+  factor of the worker's GPU type (``spec.speed``), times the simulator's ``scale``; transfers have
+  the profiled sizes (A-SRPT §III-B: A_s / (k_s k_{s+1}) activation bytes per slice, h/k bytes per
+  ring chunk, h / #PS per PS shard) and carry zero buffers standing for them (at most
+  ``replay_payload_bytes``; none at all in the simulator).
 * :class:`RealCompute`: the passes run a stage's layers on real tensors (a
   :class:`~raytestbed.emu.executors.compute.RealStage`, built by the emulator) and are charged
-  their measured time at the emulated GPU's speed; transfers carry the real arrays (numpy):
-  activation slices cut by sample, gradient slices cut as the activations came in, ring chunks
-  summed step by step, PS shards summed by the PS, and the SGD step applies the summed gradient.
+  their measured time at the emulated GPU's speed, divided by the speed factor of its type;
+  transfers carry the real arrays (numpy): activation slices cut by sample, gradient slices cut as
+  the activations came in, ring chunks summed step by step, PS shards summed by the PS, and the SGD
+  step applies the summed gradient.
 
 Every method is called by the driver: ``compute(kind, i) -> Charge``; ``outbound((what, i,
 part)) -> (payload, meta, nbytes)``; ``received(request, data)`` with the ``(payload, meta)`` of a
@@ -31,8 +37,8 @@ from raytestbed.execution.plan import split_sizes
 
 
 class Charge(NamedTuple):
-    """Emulated seconds a pass holds the GPU, the profiled seconds it stands for and the CPU seconds
-    it took (0 in replay)."""
+    """Emulated seconds a pass holds the GPU, the profiled seconds it stands for on this GPU (the
+    profile / the type's speed factor) and the CPU seconds it took (0 in replay)."""
 
     seconds: float
     profiled_s: float
@@ -58,7 +64,7 @@ class ReplayCompute:
         self._pieces: dict[int, list[int]] = {}
 
     def compute(self, kind: str, i: int) -> Charge:
-        p = self.spec.profile.fwd_s if kind == "fwd" else self.spec.profile.bwd_s
+        p = (self.spec.profile.fwd_s if kind == "fwd" else self.spec.profile.bwd_s) / self.spec.speed
         return Charge(p * self.scale, p)
 
     def outbound(self, data: tuple):
@@ -133,7 +139,9 @@ class RealCompute:
     # ------------------------------------------------------------- passes
     def compute(self, kind: str, i: int) -> Charge:
         """Run pass ``kind`` of the stage and charge its time — thread CPU time, or CUDA event time on
-        a GPU, as the profiler measures (:mod:`raytestbed.profile.timers`) — at the emulated GPU's speed."""
+        a GPU, as the profiler measures (:mod:`raytestbed.profile.timers`) — at the emulated GPU's speed:
+        the charge for the profile's GPU (:class:`~raytestbed.emu.executors.compute.ComputeCharge`)
+        divided by the speed factor of this GPU's type."""
         sp, stage = self.spec, self.stage
         if kind == "fwd":
             x, idx = self._inputs.pop(i) if sp.stage > 0 else (None, stage.first_shard())
@@ -151,7 +159,7 @@ class RealCompute:
             if sp.prev_gpus:
                 self._out[("grad", i)] = [(p, None) for p in np.split(gin, np.cumsum(cuts)[:-1])]
             profiled = sp.profile.bwd_s
-        return Charge(self.charges.charge(kind, cpu), profiled, cpu)
+        return Charge(self.charges.charge(kind, cpu) / sp.speed, profiled / sp.speed, cpu)
 
     # ------------------------------------------------------------- payloads
     def outbound(self, data: tuple):

@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from raytestbed.core.cluster import Cluster
+from raytestbed.core.gpu_types import GpuSpeeds
 from raytestbed.core.job import CommPattern, Job, StageProfile
 from raytestbed.core.placement import Placement
 from raytestbed.core.profile import ModelProfile
@@ -75,6 +76,9 @@ class WorkerSpec:
         device: real mode: where the stage computes and what a pass's time is
             (:mod:`raytestbed.profile.timers`): ``cpu`` (thread CPU time), ``cuda`` (CUDA event time;
             the CPU, with a warning, where torch sees no CUDA device), ``auto`` (cuda if seen).
+        speed: the compute speed factor of the type of ``gpu`` (cluster ``gpu_speed``,
+            :mod:`raytestbed.core.gpu_types`): a pass is charged its profiled seconds / ``speed``
+            (replay) or its measured charge / ``speed`` (real compute).
     """
 
     job_id: int
@@ -104,6 +108,7 @@ class WorkerSpec:
     compute_factor: float | None = None
     replay_payload_bytes: int | None = None
     device: str = "cpu"
+    speed: float = 1.0
 
     @property
     def key(self) -> tuple[int, int]:
@@ -210,13 +215,17 @@ def ps_endpoint(cluster: Cluster, server: int, worker_gpus: set[int]) -> int:
 
 
 def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: int, mode: str = "replay",
-             start_iteration: int = 0, profile: ModelProfile | None = None) -> JobPlan:
+             start_iteration: int = 0, profile: ModelProfile | None = None,
+             speeds: GpuSpeeds | None = None) -> JobPlan:
     """Describe every worker of ``job`` placed by ``placement`` (see the module docstring).
 
     Args:
         profile: the per-layer profile of ``job.model``; needed in ``real`` mode to
             find the stage layer ranges (``job.extra["boundaries"]`` overrides).
+        speeds: the trial's per-type speeds: each worker computes at the factor of its GPU's type
+            (:attr:`WorkerSpec.speed`); None: the cluster's ``gpu_speed`` factors.
     """
+    speeds = speeds if speeds is not None else GpuSpeeds(cluster)
     _check_mode(mode)
     if iterations < 0:
         raise ConfigError(f"job {job.job_id}: iterations must be >= 0, got {iterations}")
@@ -268,6 +277,7 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
                 act_in_bytes=int(round(job.pair_bytes(s - 1))) if s > 0 else 0,
                 act_out_bytes=int(round(job.pair_bytes(s))) if s < S - 1 else 0,
                 ring=ring, ring_pos=ring.index(g), iterations=iterations, start_iteration=start_iteration,
+                speed=speeds.gpu_factor(g),
             ))
             rank += 1
     ps: list[PsSpec] = []

@@ -12,7 +12,7 @@ from typing import Any
 
 from raytestbed.core.backend import TrialRun
 from raytestbed.core.eventcore import RunResult
-from raytestbed.core.gpu_types import GpuSpeeds
+from raytestbed.core.gpu_types import GpuSpeeds, transfer_timing_refusal
 from raytestbed.core.job import Job
 from raytestbed.sim.engine import Simulator
 
@@ -39,11 +39,8 @@ class SimBackend:
         if network_policies and timing.mode != "flow":
             return (f"network policy {network_policies[0]!r} needs timing.mode: flow (the trial says "
                     f"{timing.mode!r}; the analytic simulator has no flows to set rates or weights on)")
-        if timing.mode == "flow" and speeds is not None and not speeds.uniform:
-            return ("cluster gpu_speed / timing.throughputs: GPU types of different speeds need timing.mode: "
-                    "analytic (the flow timing runs every GPU at its profile's speed)")
-        if timing.mode == "flow" and timing.restore_s > 0:
-            return "timing.restore_s needs timing.mode: analytic"
+        if timing.mode == "flow":
+            return transfer_timing_refusal(jobs, speeds)
         return None
 
     def run(self, run: TrialRun) -> RunResult:

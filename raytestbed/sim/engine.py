@@ -24,6 +24,13 @@ running job progresses:
   (Parrot Thm 3 with the §7 compute extension): the sum over the coflows it ran
   of their stand-alone optimal CCT (O3, eq. 26) plus its compute time (a pipeline: its slowest
   stage's compute per iteration).
+  With GPU types of different speed factors (cluster ``gpu_speed``), in a job run worker by worker
+  each worker computes at its own GPU's speed (:attr:`raytestbed.execution.plan.WorkerSpec.speed`),
+  as the emulator's workers do; a job timed as coflows computes at each stage's slowest replica
+  (:meth:`~raytestbed.core.gpu_types.GpuSpeeds.placed_job`). A ring-all-reduce job whose replicas
+  differ in speed always runs worker by worker (its fast replicas start their all-reduce steps early,
+  against the other jobs' flows, as with ``schedule="transfers"``). A restarted job starts its run
+  ``restore_s`` later (its checkpoint restore), as in the emulator.
 
 Same events at the same time are ordered: completions, then faults, then
 arrivals, then ticks; ties by insertion order. Deterministic for a given input.
@@ -44,7 +51,7 @@ from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
 from raytestbed.core.timing import IterationModel, AsrptModel
-from raytestbed.core.gpu_types import GpuSpeeds, TypedModel
+from raytestbed.core.gpu_types import GpuSpeeds, TypedModel, transfer_timing_refusal
 from raytestbed.errors import PolicyError
 from raytestbed.core.o3 import o3_gamma
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
@@ -84,6 +91,7 @@ class _Run:
     coflow_idx: int = -1  # -1 = computing
     cycle_start_s: float = 0.0
     workers: WorkerRun | None = None  # a pipeline or PS job run worker by worker
+    placed: Job | None = None  #: flow: the job with its compute at its GPUs' speeds (GpuSpeeds.placed_job)
 
 
 class Simulator(EventCore):
@@ -112,9 +120,10 @@ class Simulator(EventCore):
             beyond it (jobs still running keep their progress up to ``until_s`` in
             ``SimResult.iterations_done``); None runs until every job finished.
         speeds: per-type speeds (:class:`~raytestbed.core.gpu_types.GpuSpeeds`: the cluster's GPU
-            types, speed factors and throughput table); analytic timing only unless uniform.
+            types, speed factors and throughput table); flow timing takes the factors, and refuses a
+            job that the throughput table times (the table's time includes communication).
         restore_s: seconds a restarted job (after a preemption, failure or resize) spends restoring
-            its checkpoint on its new GPUs before it progresses; analytic timing only.
+            its checkpoint on its new GPUs before it progresses.
     """
 
     def __init__(
@@ -142,12 +151,10 @@ class Simulator(EventCore):
         if network_policy is not None and mode != "flow":
             raise ValueError("a network policy needs timing mode 'flow'")
         speeds = speeds or GpuSpeeds(cluster)
-        if mode == "flow" and not speeds.uniform:
-            raise ValueError("GPU types of different speeds (gpu_speed factors or a throughput table) need timing "
-                             "mode 'analytic'; the flow timing runs every GPU at its profile's speed")
-        if mode == "flow" and restore_s > 0:
-            raise ValueError("timing.restore_s needs timing mode 'analytic'")
+        if mode == "flow" and (why := transfer_timing_refusal(jobs, speeds)) is not None:
+            raise ValueError(why)
         self.mode = mode
+        self.speeds = speeds
         super().__init__(cluster, jobs, (policy, network_policy), faults, on_event=on_event,
                          on_decisions=on_decisions, progress=progress, speeds=speeds, restore_s=restore_s)
         self.model = model or AsrptModel()
@@ -204,6 +211,15 @@ class Simulator(EventCore):
                     continue
                 self._advance(t)
                 self._start_coflow(jid, 0)
+                self._reallocate()
+            elif kind == "restored":
+                _, jid, ver = item
+                run = self._runs.get(jid)
+                if run is None or run.version != ver:
+                    continue
+                self._advance(t)
+                rj = self.state.running[jid]
+                self._begin_flow_run(rj.job, rj.placement, run)
                 self._reallocate()
             elif kind in ("wstep", "witer"):
                 _, jid, ver, *args = item
@@ -305,15 +321,27 @@ class Simulator(EventCore):
                 self._price(job.job_id)
         else:
             self._net.start_job(job.job_id)
-            run.cycle_start_s = now
-            if self.schedule != "coflows" and uses_workers(job, rings=self.schedule == "transfers"):
-                run.workers = self._worker_run(job, placement, run)
-                self._worker_jobs.add(job.job_id)
-                run.workers.begin()
+            run.workers = None
+            run.placed = self.speeds.placed_job(job, placement)
+            if run.restore_until > now:  # restoring its checkpoint: the run starts when that is done
+                self.push(run.restore_until, P_DONE, ("restored", job.job_id, run.version))
             else:
-                run.workers = None
-                run.traffic = iteration_traffic(job, placement, self.cluster)
-                self._begin_cycle(job.job_id)
+                self._begin_flow_run(job, placement, run)
+
+    def _begin_flow_run(self, job: Job, placement: Placement, run: _Run) -> None:
+        """Flow timing: start a run of ``job`` now, worker by worker or as coflows."""
+        run.cycle_start_s = self.state.now
+        # a ring whose replicas compute at different speeds runs worker by worker too: its fast replicas
+        # start their all-reduce steps early, which one job-wide coflow cannot show
+        rings = self.schedule == "transfers" or (run.placed is not job and job.traffic is None
+                                                  and self.speeds.mixed(placement))
+        if self.schedule != "coflows" and uses_workers(job, rings=rings):
+            run.workers = self._worker_run(job, placement, run)
+            self._worker_jobs.add(job.job_id)
+            run.workers.begin()
+        else:
+            run.traffic = iteration_traffic(run.placed, placement, self.cluster)
+            self._begin_cycle(job.job_id)
 
     def run_stopped(self, jid: int) -> None:
         if self.mode == "analytic":
@@ -481,7 +509,8 @@ class Simulator(EventCore):
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
         return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
                            lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at,
-                           coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])))
+                           coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])),
+                           speeds=self.speeds)
 
     def _worker_flows_done(self, ranks: np.ndarray, uids: np.ndarray) -> None:
         """Hand the ended flows (``ranks``: their jobs' ranks, non-decreasing) of worker-by-worker runs to
@@ -494,7 +523,7 @@ class Simulator(EventCore):
 
     def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
         """An iteration of a worker-by-worker run ended now (every worker finished it)."""
-        self._add_lower_bound(jid, self.q * max(st.profile.compute_s for st in self.jobs[jid].stages))
+        self._add_lower_bound(jid, self.q * max(st.profile.compute_s for st in self._runs[jid].placed.stages))
         self._iterations_ended(jid, self.q, compute_s / self.q, comm_s / self.q)
 
     def _net_step(self) -> None:

@@ -122,12 +122,16 @@ class WorkerRun:
         scale: each iteration of the schedule stands for this many of the job's (the simulator's
             ``iterations_per_coflow`` q: q x compute, q x bytes per transfer; 1 is exact).
         start_iteration: the job's iterations done before this run (names the coflows).
+        speeds: the trial's per-type speeds: each worker computes at its GPU type's factor
+            (:func:`~raytestbed.execution.plan.plan_job`); None: the cluster's ``gpu_speed``.
     """
 
     def __init__(self, job: Job, placement: Placement, cluster: Cluster, iterations: int, start_s: float,
                  start_flows: Callable, set_shares: Callable, wake_at: Callable, iteration_at: Callable,
-                 coflow_event: Callable | None = None, scale: int = 1, start_iteration: int = 0) -> None:
-        plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay", start_iteration=start_iteration)
+                 coflow_event: Callable | None = None, scale: int = 1, start_iteration: int = 0,
+                 speeds=None) -> None:
+        plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay", start_iteration=start_iteration,
+                        speeds=speeds)
         self.scale = scale
         self.cluster = cluster
         self.iterations = iterations
