@@ -72,8 +72,9 @@ def _fake_sweep(folder: Path, jct_h: dict[tuple[float, str], float], jobs: int =
         cell = f"gavel_single/rate_per_hour={rate:g}/{pol}/seed-0"
         (folder / "cells" / cell).mkdir(parents=True)
         ids = np.arange(jobs)
-        pd.DataFrame({"job_id": ids, "status": "finished", "jct_s": np.where(ids >= 4000, h * 3600, 1.0)}).to_csv(
-            folder / "cells" / cell / "jobs.csv", index=False)
+        pd.DataFrame({"job_id": ids, "status": "finished", "arrival_s": ids * 600.0,
+                      "jct_s": np.where(ids >= 4000, h * 3600, 1.0)}).to_csv(folder / "cells" / cell / "jobs.csv",
+                                                                             index=False)
         rows.append({"cell": cell, "rate_per_hour": rate, "policy": pol, "seed": 0, "jobs": jobs})
     return pd.DataFrame(rows)
 
@@ -105,11 +106,12 @@ def test_window_excludes_unfinished_jobs_and_reports_them(tmp_path):
     df = _fake_sweep(tmp_path, {(2.0, gavel.LAS): 20.0, (2.0, gavel.PERF): 15.0})
     jobs = tmp_path / "cells" / df["cell"][0] / "jobs.csv"
     j = pd.read_csv(jobs)
-    j.loc[j["job_id"] == 4999, ["status", "jct_s"]] = ["unfinished", math.nan]
+    j.loc[j["job_id"] == 4999, ["status", "jct_s", "arrival_s"]] = ["unfinished", math.nan, 1000.0]
     j.to_csv(jobs, index=False)
+    (jobs.parent / "config.yaml").write_text("timing: {until_s: 1001000.0}\n")  # stopped 1,000,000 s after it arrived
     wt = gavel.window_table(df, tmp_path, quick=False)
     assert list(wt["window_jobs"]) == [1000, 1000] and list(wt["window_finished"]) == [999, 1000]
-    assert wt["window_avg_jct_h"].tolist() == pytest.approx([20.0, 15.0])
+    assert wt["window_avg_jct_h"].tolist() == pytest.approx([(999 * 20.0 + 1e6 / 3600) / 1000, 15.0])
     lines = gavel.FIGURES[0].ours(df, tmp_path)
     assert any("max_min_fairness at 2 jobs/h seed 0: 999/1000" in line for line in lines)
 
