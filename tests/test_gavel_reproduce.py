@@ -160,3 +160,20 @@ def test_partial_rows_are_marked_partial_on_the_results_page(tmp_path):
     text = page.read_text()
     assert "| fig8-partial | c | o | reproduced (partial run: seed 0) | partial |" in text
     assert "| fig9 | d | p | reproduced | full |" in text and "Gavel (OSDI'20" in text
+
+
+@needs_data
+def test_generated_stream_runs_on_servers_of_mixed_gpu_counts(tmp_path):
+    """Servers of 2, 4 and 8 GPUs of three types: the stream's 1-8 GPU jobs run (here for one simulated day)."""
+    import yaml
+
+    t = {"name": "mixed", "seed": 1, "policy": "max_min_fairness_perf", "timing": {"until_s": 86400},
+         "cluster": {"nic_gbps": 10, "intra_gbytes_per_s": 300,
+                     "servers": [{"count": 2, "gpus": 2, "gpu_type": "k80"},
+                                 {"count": 2, "gpus": 4, "gpu_type": "p100"},
+                                 {"count": 2, "gpus": 8, "gpu_type": "v100"}]},
+         "workload": {"kind": "gavel_generated", "jobs": 12, "rate_per_hour": 2.0, "multi_gpu": True}}
+    (tmp_path / "t.yaml").write_text(yaml.safe_dump(t))
+    assert main(["run", str(tmp_path / "t.yaml"), "--out", str(tmp_path / "o"), "--quiet"]) == 0
+    jobs = pd.read_csv(tmp_path / "o" / "jobs.csv")
+    assert len(jobs) == 12 and (jobs["status"] == "finished").any()
