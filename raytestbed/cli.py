@@ -7,7 +7,7 @@
     raytestbed compare [TRIAL.yaml] --resume DIR
     raytestbed parity TRIAL.yaml --out DIR [--policies A,B] [--backends sim,emu] [--limit 0.10]
     raytestbed sweep SWEEP.yaml [--out DIR] [--address RAY_ADDRESS] [--workers N] [--serial] [--force]
-    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W] [--write-docs]   # asrpt | sjfbco | gadget | parrot
+    raytestbed reproduce PAPER [--fig N] [--quick] [--out DIR] [--workload W] [--write-docs]   # asrpt | sjfbco | gadget | parrot | gavel
     raytestbed policies [IMPORT_PATH ...]
     raytestbed workloads [IMPORT_PATH ...]
     raytestbed profile MODEL [--out FILE.json] [--stages 0,2,4] | --list
@@ -441,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.set_defaults(fn=_cmd_sweep)
 
     rp = sub.add_parser("reproduce", help="run a paper's figures as sweeps, the paper's numbers beside ours")
-    rp.add_argument("paper", choices=["asrpt", "sjfbco", "gadget", "parrot"])
+    rp.add_argument("paper", choices=["asrpt", "sjfbco", "gadget", "parrot", "gavel"])
     rp.add_argument("--fig", help="figures, e.g. 4 or fig5,fig6 (default: the paper's main figures)")
     rp.add_argument("--quick", action="store_true", help="a smoke test of the pipeline at small sizes (a few "
                     "minutes per paper): our numbers, no verdict")

@@ -11,7 +11,7 @@ from raytestbed.experiments.papers import papers
 from raytestbed.experiments.reproduce import reproduce
 
 
-@pytest.mark.parametrize("paper", ["asrpt", "sjfbco", "gadget", "parrot"])
+@pytest.mark.parametrize("paper", ["asrpt", "sjfbco", "gadget", "parrot", "gavel"])
 def test_every_figure_is_a_valid_sweep_and_quick_is_smaller(paper):
     figs = papers()[paper]
     assert figs and any(f.default for f in figs)

@@ -124,7 +124,7 @@ def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executo
                     got, verdict = "-", f"not evaluated: {type(e).__name__}: {e}"
             row = {"figure": fig.id, "claim": c.text, "ours": got}
             if not quick:  # a smoke test issues no verdict
-                row["verdict"] = verdict
+                row["verdict"] = f"{verdict} (partial run: {fig.partial})" if fig.partial else verdict
             claims.append(row)
         where = (f"Files: `{fig.id}/`" if fig.run is not None else
                  f"Sweep folder: `{fig.id}/` (report: [{fig.id}/report.md]({fig.id}/report.md))")
@@ -141,7 +141,9 @@ def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executo
         elif unevaluated:
             rep.not_written = f"{len(unevaluated)} claim(s) could not be evaluated"
         else:
-            update(results_md, paper, "full", claims, [f.id for f in chosen])
+            partial = {f.id for f in chosen if f.partial}
+            update(results_md, paper, "full", [{**c, "run": "partial" if c["figure"] in partial else "full"}
+                                               for c in claims], [f.id for f in chosen])
             rep.results_md = results_md
     print(f"reproduce {paper}: {len(chosen)} figure(s) in {time.perf_counter() - t0:.0f} s"
           + (f"; {len(failed)} cell(s) failed" if failed else "")

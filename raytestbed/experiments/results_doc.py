@@ -15,6 +15,8 @@ TITLES = {
     "sjfbco": "SJF-BCO (MobiHoc'22, §7): makespan of 160 ring-all-reduce jobs on 20 servers",
     "gadget": "GADGET (INFOCOM'22, §VI): total utility on a 50-server fat-tree",
     "parrot": "Parrot (§6): total JCT of PS jobs on 128 servers, flow simulation",
+    "gavel": "Gavel (OSDI'20, §7.2): average JCT vs input rate, LAS vs heterogeneity-aware LAS, 36 V100 + 36 P100 + "
+             "36 K80",
 }
 ORDER = list(TITLES)
 HEADER = """# Results: the papers' claims beside ours
@@ -34,19 +36,21 @@ def _cell(text: str) -> str:
 def update(path: Path, paper: str, run: str, rows: list[dict[str, str]], figures: list[str]) -> None:
     """Write ``rows`` (figure, claim, ours, verdict) of ``figures`` into ``paper``'s section of ``path``.
 
-    ``run``: ``quick`` or ``full`` (a column of each row: rows of other figures may stem from another run).
+    ``run``: ``quick`` or ``full`` (a column of each row: rows of other figures may stem from another run); a
+    row's own ``run`` key (``partial``: a subset of the paper's setting) wins.
     """
     text = path.read_text(encoding="utf-8") if path.is_file() else HEADER
     sections = {p: _section(text, p) for p in ORDER}
     kept = [r for r in _rows(sections[paper]) if r.split(" | ")[0].lstrip("| ").strip() not in figures]
-    new = [f"| {_cell(r['figure'])} | {_cell(r['claim'])} | {_cell(r['ours'])} | {_cell(r['verdict'])} | {run} |"
-           for r in rows]
+    new = [f"| {_cell(r['figure'])} | {_cell(r['claim'])} | {_cell(r['ours'])} | {_cell(r['verdict'])} "
+           f"| {r.get('run', run)} |" for r in rows]
     order = {f: i for i, f in enumerate(figures)}
     body = sorted(kept + new, key=lambda line: order.get(line.split(" | ")[0].lstrip("| ").strip(), -1))
     sections[paper] = "\n".join([
         f"<!-- results:{paper} -->", f"## {TITLES[paper]}", "",
         f"Command: `raytestbed reproduce {paper} [--fig FIG] --write-docs` (run `full`: the paper's figures at "
-        f"their full size); folder `results/reproduce/{paper}/`, `reproduction.md` there has the full tables.", "",
+        f"their full size; `partial`: a stated subset of that setting); folder `results/reproduce/{paper}/`, "
+        "`reproduction.md` there has the full tables.", "",
         "| figure | the paper | ours | verdict | run |", "|---|---|---|---|---|", *body, f"<!-- /results:{paper} -->"])
     head = text.split("<!-- results:")[0].rstrip() + "\n" if "<!-- results:" in text else text.rstrip() + "\n"
     tail = text.rsplit("<!-- /results:", 1)[1].split("-->", 1)[1] if "<!-- /results:" in text else ""

@@ -85,13 +85,21 @@ def gavel_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
         weight = parse_number(row["priority_weight"], where, "priority_weight", float, positive=True)
         slo = parse_number(row["slo"], where, "slo", float, allow_negative=True)
         arrival = parse_number(row["arrival_time"], where, "arrival_time", maximum=MAX_SECONDS) * p.arrival_scale
-        if sf > ctx.cluster.total_gpus:
-            raise TraceError(f"{where}: job {jid} needs {sf} GPUs but the cluster has {ctx.cluster.total_gpus}")
-        speeds = [v for t in table.gpu_types if (v := table.get(t, job_type, sf))]
-        if not speeds:
-            raise TraceError(f"{where}: job type {job_type!r} at scale factor {sf} is not in the throughput table "
-                             f"{table.source}")
-        step_s = 1.0 / max(speeds)  # profile: its fastest type's time per step (used only without the table)
-        jobs.append(Job(jid, arrival, steps, (Stage(sf, StageProfile(step_s / 2, step_s / 2, 0.0, 0.0)),),
-                        CommPattern.RAR, model=job_type, extra={"priority_weight": weight, "slo": slo}))
+        jobs.append(gavel_job(jid, job_type, steps, sf, arrival, table, ctx, where, weight, slo))
     return jobs
+
+
+def gavel_job(jid: int, job_type: str, steps: int, scale_factor: int, arrival_s: float, table: ThroughputTable,
+              ctx: WorkloadContext, where: str, priority_weight: float = 1.0, slo: float = -1.0) -> Job:
+    """One Gavel job: a single-stage data-parallel job of ``scale_factor`` GPUs and ``steps`` iterations whose
+    ``model`` is ``job_type``, arriving at ``arrival_s`` (seconds); TraceError naming ``where`` if the cluster
+    is too small or the table has no row for (``job_type``, ``scale_factor``)."""
+    if scale_factor > ctx.cluster.total_gpus:
+        raise TraceError(f"{where}: job {jid} needs {scale_factor} GPUs but the cluster has {ctx.cluster.total_gpus}")
+    speeds = [v for t in table.gpu_types if (v := table.get(t, job_type, scale_factor))]
+    if not speeds:
+        raise TraceError(f"{where}: job type {job_type!r} at scale factor {scale_factor} is not in the throughput "
+                         f"table {table.source}")
+    step_s = 1.0 / max(speeds)  # profile: its fastest type's time per step (used only without the table)
+    return Job(jid, arrival_s, steps, (Stage(scale_factor, StageProfile(step_s / 2, step_s / 2, 0.0, 0.0)),),
+               CommPattern.RAR, model=job_type, extra={"priority_weight": priority_weight, "slo": slo})

@@ -1,4 +1,4 @@
-"""The four papers' figures as sweep definitions (``raytestbed reproduce PAPER [--fig N] [--quick]``).
+"""The papers' figures as sweep definitions (``raytestbed reproduce PAPER [--fig N] [--quick]``).
 
 Each paper module defines :class:`~raytestbed.experiments.papers.figure.Figure` objects: a function that
 builds the figure's :class:`~raytestbed.experiments.spec.Sweep` (full size, or ``quick``: a few minutes)
@@ -10,10 +10,10 @@ that is not a simulation (e.g. a solver's approximation ratio) provides ``run`` 
 from __future__ import annotations
 
 from raytestbed.errors import ConfigError
-from raytestbed.experiments.papers import asrpt, gadget, parrot, sjfbco
+from raytestbed.experiments.papers import asrpt, gadget, gavel, parrot, sjfbco
 from raytestbed.experiments.papers.figure import Figure
 
-_MODULES = {"asrpt": asrpt, "sjfbco": sjfbco, "gadget": gadget, "parrot": parrot}
+_MODULES = {"asrpt": asrpt, "sjfbco": sjfbco, "gadget": gadget, "parrot": parrot, "gavel": gavel}
 
 
 def papers() -> dict[str, list[Figure]]:

@@ -48,6 +48,7 @@ class Figure:
     run: Callable[[Path, bool], list[str]] | None = None
     default: bool = True  #: run by ``raytestbed reproduce PAPER`` without ``--fig``
     quick_note: str = ""  #: what ``--quick`` leaves out or shrinks
+    partial: str = ""  #: a subset of the paper's setting: what it leaves out (its results-page rows say ``partial``)
     claims: tuple[Claim, ...] = ()
 
 
