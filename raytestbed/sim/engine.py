@@ -31,6 +31,7 @@ arrivals, then ticks; ties by insertion order. Deterministic for a given input.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,7 @@ from raytestbed.core.gpu_types import GpuSpeeds, TypedModel
 from raytestbed.errors import PolicyError
 from raytestbed.core.o3 import o3_gamma
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
+from raytestbed.sim.fastforward import FastForward, Mark
 from raytestbed.sim.flownet import FlowNet
 from raytestbed.sim.pipeline_workers import WorkerRun, uses_workers
 from raytestbed.core.events import (
@@ -84,6 +86,8 @@ class _Run:
     coflow_idx: int = -1  # -1 = computing
     cycle_start_s: float = 0.0
     workers: WorkerRun | None = None  # a pipeline or PS job run worker by worker
+    servers: frozenset = frozenset()  #: servers its transfers cross between (two or more: it uses links)
+    frozen: tuple | None = None  #: in a fast-forward window: (its end s, its flows taken out of the network)
 
 
 class Simulator(EventCore):
@@ -115,6 +119,8 @@ class Simulator(EventCore):
             types, speed factors and throughput table); analytic timing only unless uniform.
         restore_s: seconds a restarted job (after a preemption, failure or resize) spends restoring
             its checkpoint on its new GPUs before it progresses; analytic timing only.
+        fast_forward: flow timing: skip whole periods of steady worker-by-worker runs where the
+            result is the same (:mod:`raytestbed.sim.fastforward`; off with a network policy).
     """
 
     def __init__(
@@ -134,6 +140,7 @@ class Simulator(EventCore):
         until_s: float | None = None,
         speeds: GpuSpeeds | None = None,
         restore_s: float = 0.0,
+        fast_forward: bool = True,
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
@@ -165,6 +172,9 @@ class Simulator(EventCore):
         self._net_last = 0.0
         self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
         self._coflows_synced = None
+        #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
+        self.ff = FastForward() if (fast_forward and mode == "flow" and network_policy is None
+                                    and schedule != "coflows") else None
         if mode == "flow":
             self.known_flow = lambda fid: self._net.row_of(fid) is not None
             self.state.coflow_sync = self._sync_coflows
@@ -205,6 +215,14 @@ class Simulator(EventCore):
                 self._advance(t)
                 self._start_coflow(jid, 0)
                 self._reallocate()
+            elif kind == "ffend":
+                _, jid, ver = item
+                run = self._runs.get(jid)
+                if run is None or run.version != ver or run.frozen is None:
+                    continue
+                self._advance(t)
+                self._ff_close(jid)
+                self._reallocate()
             elif kind in ("wstep", "witer"):
                 _, jid, ver, *args = item
                 run = self._runs.get(jid)
@@ -233,6 +251,9 @@ class Simulator(EventCore):
             busy_gpu_intervals=self.busy,
             iterations_done=dict(self.done_iters),
             type_gpu_seconds=dict(self.type_gpu_seconds),
+            summary={} if self.mode != "flow" else {"fast_forward": {
+                "enabled": self.ff is not None, "windows": self.ff.windows if self.ff else 0,
+                "iterations_skipped": self.ff.skipped if self.ff else 0}},
         )
 
     def job_extra(self, jid: int) -> None:
@@ -308,11 +329,14 @@ class Simulator(EventCore):
             run.cycle_start_s = now
             if self.schedule != "coflows" and uses_workers(job, rings=self.schedule == "transfers"):
                 run.workers = self._worker_run(job, placement, run)
+                run.servers = run.workers.servers
+                run.frozen = None
                 self._worker_jobs.add(job.job_id)
                 run.workers.begin()
             else:
                 run.workers = None
                 run.traffic = iteration_traffic(job, placement, self.cluster)
+                run.servers = frozenset(int(v) for src, dst, _ in run.traffic.arrays for v in (*src, *dst))
                 self._begin_cycle(job.job_id)
 
     def run_stopped(self, jid: int) -> None:
@@ -452,6 +476,9 @@ class Simulator(EventCore):
         if jid in self._runs:
             self._net.drop_job(jid)
             self._worker_jobs.discard(jid)
+            self._runs[jid].frozen = None
+            if self.ff is not None:
+                self.ff.forget(jid)
 
     # ------------------------------------------------ flow mode: pipeline and PS jobs worker by worker
     def _worker_run(self, job: Job, placement: Placement, run: _Run) -> WorkerRun:
@@ -495,7 +522,104 @@ class Simulator(EventCore):
     def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
         """An iteration of a worker-by-worker run ended now (every worker finished it)."""
         self._add_lower_bound(jid, self.q * max(st.profile.compute_s for st in self.jobs[jid].stages))
-        self._iterations_ended(jid, self.q, compute_s / self.q, comm_s / self.q)
+        if not self._iterations_ended(jid, self.q, compute_s / self.q, comm_s / self.q) and self.ff is not None:
+            self._ff_look(jid, compute_s, comm_s)
+
+    # ------------------------------------------------ flow mode: fast-forward (sim/fastforward.py)
+    def _ff_look(self, jid: int, compute_s: float, comm_s: float) -> None:
+        """Worker-by-worker run ``jid`` ended an iteration now: record its state; if it is steady and
+        alone, skip as many whole periods as end before anything may change on its links."""
+        ff, net, now = self.ff, self._net, self.state.now
+        run = self._runs[jid]
+        wr = run.workers
+        shape, vals = wr.signature(now)
+        r = net.rank_of[jid]
+        rows = np.flatnonzero((net.rank == r) & net.alive)
+        flows = (*net.rem[rows].tolist(), *net.share[rows].tolist())
+        mark = Mark(now, (shape, rows.size), (compute_s, comm_s, *vals, *flows), wr.coflows_finished,
+                    float(net.done[r]))
+        found = ff.add(jid, mark)
+        if found is None:
+            return
+        n, period = found
+        if len(run.servers) >= 2 and any(k != jid and len(o.servers) >= 2 and o.servers & run.servers
+                                         for k, o in self._runs.items() if k in self.state.running):
+            return
+        depth = max(getattr(w.spec, "in_flight", 1) for w in wr.participants) + 1
+        budget = (wr.limit - wr.iterations_completed - ff.margin - depth) // n
+        m = min(budget, ff.whole_periods(self._ff_horizon(jid) - now, period))
+        if m * n < ff.min_iterations:
+            return
+        self._ff_open(jid, m, n, m * period)
+
+    def _ff_horizon(self, jid: int) -> float:
+        """The earliest time anything may change on running job ``jid``'s links (seconds): the next
+        arrival, tick, wake-up or fault, the horizon, and every other running job's earliest finish
+        (a lower bound: the compute it has left, :mod:`raytestbed.sim.fastforward`)."""
+        now = self.state.now
+        t = min((e[0] for e in self._heap if e[3][0] in ("arrival", "tick", "wake", "kill_server", "slow_nic")),
+                default=math.inf)
+        if self.until_s is not None:
+            t = min(t, self.until_s)
+        for k, run in self._runs.items():
+            if k == jid or k not in self.state.running:
+                continue
+            if run.frozen is not None:
+                t = min(t, run.frozen[0])
+            elif run.workers is not None:
+                wr = run.workers
+                left = wr.limit - wr.iterations_completed
+                depth = max(getattr(w.spec, "in_flight", 1) for w in wr.participants) + 1
+                per = max((w.spec.profile.fwd_s + w.spec.profile.bwd_s) * self.q for w in wr.workers)
+                t = min(t, now + max(0, left - depth - 1) * per)
+            elif run.traffic is not None:
+                cycles = math.ceil(self._remaining(k) / self.q - 1e-9)
+                t = min(t, now + max(0, cycles - 2) * self.q * run.traffic.compute_s)
+            else:
+                t = now
+        return t
+
+    def _ff_open(self, jid: int, m: int, n: int, dt: float) -> None:
+        """Skip ``m`` periods of ``n`` iterations (``dt`` seconds) of job ``jid``'s run from now: its flows
+        leave the network until the window ends, its times and pending events move ``dt`` later, the
+        skipped iterations are credited now as their events would have (module
+        :mod:`raytestbed.sim.fastforward`)."""
+        ff, net, now = self.ff, self._net, self.state.now
+        run = self._runs[jid]
+        skip = m * n
+        heap = self._heap
+        mine = sorted(e for e in heap if e[3][0] in ("wstep", "witer") and e[3][1] == jid)
+        if mine:
+            heap[:] = [e for e in heap if not (e[3][0] in ("wstep", "witer") and e[3][1] == jid)]
+            heapq.heapify(heap)
+        self.push(now + dt, P_DONE, ("ffend", jid, run.version))
+        for t, prio, _, item in mine:
+            self.push(t + dt, prio, item)
+        run.frozen = (now + dt, net.detach(jid))
+        run.workers.shift(dt, skip)
+        run.cycle_start_s += dt
+        ff.shift(jid, dt)
+        coflows, nbytes = ff.periods(jid, n)
+        bound = self.q * max(st.profile.compute_s for st in self.jobs[jid].stages)
+        for _ in range(skip):  # (as the skipped iterations' events would have added them, in order)
+            self._add_lower_bound(jid, bound)
+            self.done_iters[jid] = self.credit(jid, self.done_iters[jid], self.q)
+        rj = self.state.running[jid]
+        rj.iterations_done = self.done_iters[jid]
+        rj.coflows_done += m * coflows
+        r = net.rank_of[jid]
+        net.done[r] += m * nbytes
+        net.sent_dirty[r] = True
+        ff.windows += 1
+        ff.skipped += skip
+
+    def _ff_close(self, jid: int) -> None:
+        """Job ``jid``'s fast-forward window ended now: its flows come back as they were."""
+        run = self._runs[jid]
+        _, saved = run.frozen
+        run.frozen = None
+        self._net.attach(jid, saved)
+        run.workers.now = self.state.now
 
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left, then the coflows left without flows."""

@@ -1,0 +1,133 @@
+"""Fast-forward in the flow simulator: steady iterations of worker-by-worker runs skipped exactly.
+
+A pipeline or PS job run worker by worker (:mod:`raytestbed.sim.pipeline_workers`) makes tens of
+events per iteration. Once its iterations repeat, the simulator skips whole periods of them, as the
+emulator's fast-forward does (:mod:`raytestbed.emu.fastforward`), but only where the result is the
+one the skipped events would have given (up to the rounding of sums in another order):
+
+* **Steady.** At the end of every iteration the run's state is recorded relative to that instant
+  (:class:`Mark`): the iteration's time, compute and communication, each participant's time and
+  what it waits for, its transfers in flight (bytes left, shares, start times). The run is steady
+  with period ``n`` iterations when each of its last ``max(n, min_rows)`` marks equals the one
+  ``n`` iterations before within ``tolerance`` (relative): the state it comes back to after ``P``
+  seconds (the ``n`` iterations' time) is the state it left.
+* **Alone.** Its transfers cross no link another running job's may cross: no other running job
+  that uses the fabric (two or more servers) has a server in common with it. Its flows then share
+  nothing with anyone, and nobody else's share depends on them.
+* **Nothing changes meanwhile.** A window ends before the next instant at which anything could
+  change on its links: the next arrival, tick, policy wake-up or fault, and the earliest time any
+  other running job could finish (its remaining compute at its profile, the bottleneck replica's
+  passes one after the other: a lower bound), since a finish lets the policy place a job. It
+  leaves the run ``margin`` iterations plus its pipeline depth to run for real before its end.
+
+A window of ``m`` periods (``dt = m x P`` seconds, ``m x n`` iterations) takes the run's flows
+out of the network (:meth:`~raytestbed.sim.flownet.FlowNet.detach`), moves every time the run
+holds and its pending events ``dt`` later, lowers its workers' iteration limit by ``m x n`` and
+credits those iterations at once (with their lower bound, coflows and bytes, as the events would
+have); at its end the flows come back as they were and the run goes on. Not made for skipped
+iterations: their ``IterationMeasured``, ``CoflowStarted`` / ``CoflowFinished`` events.
+
+Off with a network policy (it may set rates at any coflow event) and with ``timing.fast_forward:
+false``. Units: seconds.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A worker-by-worker run's state at the end of one of its iterations (``t``, seconds), relative
+    to that instant: ``shape`` what must be equal, ``vals`` what must agree within the tolerance
+    (seconds and bytes); ``coflows`` and ``bytes_done`` count what it did so far."""
+
+    t: float
+    shape: tuple
+    vals: tuple[float, ...]
+    coflows: int
+    bytes_done: float
+
+
+def agree(a: Mark, b: Mark, tol: float) -> bool:
+    """Whether marks ``a`` and ``b`` describe the same state (``tol``: relative, of each value)."""
+    if a.shape != b.shape or len(a.vals) != len(b.vals):
+        return False
+    return all(abs(x - y) <= tol * max(abs(x), abs(y)) + 1e-12 for x, y in zip(a.vals, b.vals))
+
+
+def find_period(marks: list[Mark], tol: float, max_lag: int, min_rows: int) -> int | None:
+    """The smallest lag ``n`` (1..``max_lag`` iterations) at which each of the last ``max(n, min_rows)``
+    marks agrees with the one ``n`` before, with equal iteration times within ``tol``; None if none."""
+    for n in range(1, max_lag + 1):
+        h = max(n, min_rows)
+        if len(marks) < h + n + 1:
+            return None
+        ok = True
+        for k in range(len(marks) - h, len(marks)):
+            a, b = marks[k], marks[k - n]
+            da, db = a.t - marks[k - 1].t, b.t - marks[k - n - 1].t
+            if abs(da - db) > tol * max(da, db) or not agree(a, b, tol):
+                ok = False
+                break
+        if ok:
+            return n
+    return None
+
+
+@dataclass
+class FastForward:
+    """Fast-forward's settings and books (module docstring).
+
+    Attributes:
+        tolerance: relative agreement of two marks (seconds and bytes).
+        max_lag: the longest period looked for, iterations.
+        min_rows: marks that must repeat (at least one period's).
+        min_iterations: a window skips at least this many iterations.
+        margin: iterations each run keeps to run for real before its end (plus its pipeline depth).
+    """
+
+    tolerance: float = 1e-9
+    max_lag: int = 8
+    min_rows: int = 8
+    min_iterations: int = 4
+    margin: int = 2
+    marks: dict[int, list[Mark]] = field(default_factory=dict)  #: job -> its recent marks
+    windows: int = 0  #: windows opened
+    skipped: int = 0  #: iterations skipped (of the runs' schedules)
+
+    def add(self, jid: int, mark: Mark) -> tuple[int, float] | None:
+        """Record job ``jid``'s mark; returns ``(n, P)`` (period in iterations and seconds) if it is steady."""
+        ms = self.marks.setdefault(jid, [])
+        ms.append(mark)
+        keep = 2 * self.max_lag + self.min_rows + 2
+        if len(ms) > 2 * keep:
+            del ms[:-keep]
+        n = find_period(ms, self.tolerance, self.max_lag, self.min_rows)
+        if n is None:
+            return None
+        return n, ms[-1].t - ms[-1 - n].t
+
+    def periods(self, jid: int, n: int) -> tuple[int, float]:
+        """Coflows finished and bytes moved in job ``jid``'s last ``n`` iterations (one period)."""
+        ms = self.marks[jid]
+        return ms[-1].coflows - ms[-1 - n].coflows, ms[-1].bytes_done - ms[-1 - n].bytes_done
+
+    def shift(self, jid: int, dt: float) -> None:
+        """Job ``jid``'s run moved ``dt`` seconds later: so do its marks (it stays steady)."""
+        ms = self.marks.get(jid)
+        if ms:
+            self.marks[jid] = [Mark(m.t + dt, m.shape, m.vals, m.coflows, m.bytes_done) for m in ms]
+
+    def forget(self, jid: int) -> None:
+        """Job ``jid``'s run ended or stopped."""
+        self.marks.pop(jid, None)
+
+    def whole_periods(self, span: float, period: float) -> int:
+        """Whole periods that end strictly before ``span`` seconds."""
+        if not period > 0:
+            return 0
+        if math.isinf(span):
+            return 1 << 40
+        return max(0, math.ceil(span / period * (1 - 1e-12)) - 1)
