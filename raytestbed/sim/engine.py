@@ -88,6 +88,7 @@ class _Run:
     workers: WorkerRun | None = None  # a pipeline or PS job run worker by worker
     servers: frozenset = frozenset()  #: servers its transfers cross between (two or more: it uses links)
     frozen: tuple | None = None  #: in a fast-forward window: (its end s, its flows taken out of the network)
+    cycle_lb: float = math.nan  #: coflow runs: a lower bound on one cycle's seconds (NaN: not known yet)
 
 
 class Simulator(EventCore):
@@ -336,6 +337,7 @@ class Simulator(EventCore):
             else:
                 run.workers = None
                 run.traffic = iteration_traffic(job, placement, self.cluster)
+                run.cycle_lb = math.nan
                 run.servers = frozenset(int(v) for src, dst, _ in run.traffic.arrays for v in (*src, *dst))
                 self._begin_cycle(job.job_id)
 
@@ -574,10 +576,27 @@ class Simulator(EventCore):
                 t = min(t, now + max(0, left - depth - 1) * per)
             elif run.traffic is not None:
                 cycles = math.ceil(self._remaining(k) / self.q - 1e-9)
-                t = min(t, now + max(0, cycles - 2) * self.q * run.traffic.compute_s)
+                t = min(t, now + max(0, cycles - 2) * self._cycle_lower_bound(run))
             else:
                 t = now
         return t
+
+    def _cycle_lower_bound(self, run: _Run) -> float:
+        """Seconds one whole cycle of a coflow run takes at least: its compute, then each coflow's
+        stand-alone optimal time (O3, eq. 26, as its lower bound counts it; compute only where the
+        coflows' sizes are drawn per cycle)."""
+        if math.isnan(run.cycle_lb):
+            traffic, q = run.traffic, self.q
+            lb = q * traffic.compute_s
+            if not traffic.random_sizes:
+                for src, dst, nbytes in traffic.arrays:
+                    if not nbytes.size:
+                        continue
+                    same = src == dst
+                    intra = float((nbytes[same] * q / self.cluster.intra_bps).max()) if same.any() else 0.0
+                    lb += max(intra, q * float(o3_gamma(src, dst, nbytes, self._egress, self._ingress)[0]))
+            run.cycle_lb = lb
+        return run.cycle_lb
 
     def _ff_open(self, jid: int, m: int, n: int, dt: float) -> None:
         """Skip ``m`` periods of ``n`` iterations (``dt`` seconds) of job ``jid``'s run from now: its flows
