@@ -69,7 +69,7 @@ def test_fast_forward_is_off_with_a_network_policy():
 
 def test_a_run_is_steady_only_when_its_states_repeat():
     def mark(t, v):
-        return Mark(t, ("s",), (v,), 0, 0.0)
+        return Mark(t, ("s",), (v,), (0,), (0.0,), (0,))
     # iteration times 1, 2, 1, 2, ... and states that repeat with them: period 2
     ts = np.cumsum([1.0, 2.0] * 10)
     marks = [mark(t, float(k % 2)) for k, t in enumerate(ts)]
@@ -98,3 +98,19 @@ def test_detached_flows_come_back_as_they_were():
     net.attach(1, saved)
     for c, v in before.items():
         assert np.array_equal(getattr(net, c), v), c
+
+
+def test_runs_that_share_links_are_skipped_together_by_their_common_period():
+    """Two 3-stage pipelines with server 1 in common (first fit on 3 x 2 GPUs): one group, skipped
+    only when their joint state repeats; every job's times as with every event."""
+    def jobs():
+        return [_pipe(0, 0.0, (1, 1, 1), iterations=300), _pipe(1, 0.0, (1, 1, 1), iterations=250, out_mb=3.0)]
+    cl = small_cluster(3, 2, nic_gbps=1, intra_gbs=10)
+    on = Simulator(cl, jobs(), make_policy("fifo", "placement", 0), mode="flow").run()
+    off = Simulator(cl, jobs(), make_policy("fifo", "placement", 0), mode="flow", fast_forward=False).run()
+    servers = [{int(p.split(":")[1].split("x")[0]) for p in r.placement.split("|")} for r in on.records]
+    assert servers[0] & servers[1]  # (they share a server: one group)
+    assert on.summary["fast_forward"]["iterations_skipped"] >= 200
+    for a, b in zip(on.records, off.records):
+        assert a.finish_s == pytest.approx(b.finish_s, rel=1e-9, abs=0), a.job.job_id
+        assert a.lower_bound_s == pytest.approx(b.lower_bound_s, rel=1e-9), a.job.job_id

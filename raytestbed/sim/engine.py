@@ -479,8 +479,6 @@ class Simulator(EventCore):
             self._net.drop_job(jid)
             self._worker_jobs.discard(jid)
             self._runs[jid].frozen = None
-            if self.ff is not None:
-                self.ff.forget(jid)
 
     # ------------------------------------------------ flow mode: pipeline and PS jobs worker by worker
     def _worker_run(self, job: Job, placement: Placement, run: _Run) -> WorkerRun:
@@ -528,34 +526,60 @@ class Simulator(EventCore):
             self._ff_look(jid, compute_s, comm_s)
 
     # ------------------------------------------------ flow mode: fast-forward (sim/fastforward.py)
+    def _ff_group(self, jid: int) -> list[int]:
+        """The running jobs whose transfers may share a link with running job ``jid``'s, directly or
+        through others (jobs of two or more servers with a server in common), ``jid`` among them; by id."""
+        runs = {k: self._runs[k] for k in self.state.running if k in self._runs}
+        group, todo = {jid}, [jid]
+        while todo:
+            s = runs[todo.pop()].servers
+            if len(s) < 2:
+                continue
+            for k, o in runs.items():
+                if k not in group and len(o.servers) >= 2 and o.servers & s:
+                    group.add(k)
+                    todo.append(k)
+        return sorted(group)
+
     def _ff_look(self, jid: int, compute_s: float, comm_s: float) -> None:
-        """Worker-by-worker run ``jid`` ended an iteration now: record its state; if it is steady and
-        alone, skip as many whole periods as end before anything may change on its links."""
+        """Worker-by-worker run ``jid`` ended an iteration now. With the runs that may share its links
+        (its group; the lowest job id's iteration ends count) record their state; if it repeats and
+        nothing can change on their links for whole periods, skip them."""
+        group = self._ff_group(jid)
+        if jid != group[0]:
+            return
+        runs = [self._runs[k] for k in group]
+        if any(r.workers is None or r.frozen is not None for r in runs):
+            return
         ff, net, now = self.ff, self._net, self.state.now
-        run = self._runs[jid]
-        wr = run.workers
-        shape, vals = wr.signature(now)
-        r = net.rank_of[jid]
-        rows = np.flatnonzero((net.rank == r) & net.alive)
-        flows = (*net.rem[rows].tolist(), *net.share[rows].tolist())
-        mark = Mark(now, (shape, rows.size), (compute_s, comm_s, *vals, *flows), wr.coflows_finished,
-                    float(net.done[r]))
-        found = ff.add(jid, mark)
+        shape, vals = [len(group)], [compute_s, comm_s]
+        for k, run in zip(group, runs):
+            sh, vs = run.workers.signature(now)
+            rows = np.flatnonzero((net.rank == net.rank_of[k]) & net.alive)
+            shape += (sh, rows.size)
+            vals += (*vs, *net.rem[rows].tolist(), *net.share[rows].tolist())
+        mark = Mark(now, tuple(shape), tuple(vals), tuple(r.workers.coflows_finished for r in runs),
+                    tuple(float(net.done[net.rank_of[k]]) for k in group),
+                    tuple(r.workers.iterations_completed for r in runs))
+        key = tuple(group)
+        found = ff.add(key, mark)
         if found is None:
             return
         n, period = found
-        if len(run.servers) >= 2 and any(k != jid and len(o.servers) >= 2 and o.servers & run.servers
-                                         for k, o in self._runs.items() if k in self.state.running):
+        per = ff.periods(key, n)
+        if per is None:
             return
-        depth = max(getattr(w.spec, "in_flight", 1) for w in wr.participants) + 1
-        budget = (wr.limit - wr.iterations_completed - ff.margin - depth) // n
-        m = min(budget, ff.whole_periods(self._ff_horizon(jid) - now, period))
-        if m * n < ff.min_iterations:
+        m = ff.whole_periods(self._ff_horizon(group) - now, period)
+        for run, (_, _, iters) in zip(runs, per):
+            wr = run.workers
+            depth = max(getattr(w.spec, "in_flight", 1) for w in wr.participants) + 1
+            m = min(m, (wr.limit - wr.iterations_completed - ff.margin - depth) // iters)
+        if m * min(it for _, _, it in per) < ff.min_iterations:
             return
-        self._ff_open(jid, m, n, m * period)
+        self._ff_open(group, m, per, m * period)
 
-    def _ff_horizon(self, jid: int) -> float:
-        """The earliest time anything may change on running job ``jid``'s links (seconds): the next
+    def _ff_horizon(self, group: list[int]) -> float:
+        """The earliest time anything may change on the links of running jobs ``group`` (seconds): the next
         arrival, tick, wake-up or fault, the horizon, and every other running job's earliest finish
         (a lower bound: the compute it has left, :mod:`raytestbed.sim.fastforward`)."""
         now = self.state.now
@@ -564,7 +588,7 @@ class Simulator(EventCore):
         if self.until_s is not None:
             t = min(t, self.until_s)
         for k, run in self._runs.items():
-            if k == jid or k not in self.state.running:
+            if k in group or k not in self.state.running:
                 continue
             if run.frozen is not None:
                 t = min(t, run.frozen[0])
@@ -598,39 +622,43 @@ class Simulator(EventCore):
             run.cycle_lb = lb
         return run.cycle_lb
 
-    def _ff_open(self, jid: int, m: int, n: int, dt: float) -> None:
-        """Skip ``m`` periods of ``n`` iterations (``dt`` seconds) of job ``jid``'s run from now: its flows
-        leave the network until the window ends, its times and pending events move ``dt`` later, the
-        skipped iterations are credited now as their events would have (module
-        :mod:`raytestbed.sim.fastforward`)."""
+    def _ff_open(self, group: list[int], m: int, per: list[tuple[int, float, int]], dt: float) -> None:
+        """Skip ``m`` periods (``dt`` seconds) of the runs of jobs ``group`` from now; ``per``: each one's
+        coflows, bytes and iterations in one period. Their flows leave the network until the window
+        ends, their times and pending events move ``dt`` later, the skipped iterations are credited now
+        as their events would have (module :mod:`raytestbed.sim.fastforward`)."""
         ff, net, now = self.ff, self._net, self.state.now
-        run = self._runs[jid]
-        skip = m * n
         heap = self._heap
-        mine = sorted(e for e in heap if e[3][0] in ("wstep", "witer") and e[3][1] == jid)
+        ids = set(group)
+        def owned(e) -> bool:
+            return e[3][0] in ("wstep", "witer") and e[3][1] in ids
+        mine = sorted(e for e in heap if owned(e))
         if mine:
-            heap[:] = [e for e in heap if not (e[3][0] in ("wstep", "witer") and e[3][1] == jid)]
+            heap[:] = [e for e in heap if not owned(e)]
             heapq.heapify(heap)
-        self.push(now + dt, P_DONE, ("ffend", jid, run.version))
+        for jid in group:
+            self.push(now + dt, P_DONE, ("ffend", jid, self._runs[jid].version))
         for t, prio, _, item in mine:
             self.push(t + dt, prio, item)
-        run.frozen = (now + dt, net.detach(jid))
-        run.workers.shift(dt, skip)
-        run.cycle_start_s += dt
-        ff.shift(jid, dt)
-        coflows, nbytes = ff.periods(jid, n)
-        bound = self.q * max(st.profile.compute_s for st in self.jobs[jid].stages)
-        for _ in range(skip):  # (as the skipped iterations' events would have added them, in order)
-            self._add_lower_bound(jid, bound)
-            self.done_iters[jid] = self.credit(jid, self.done_iters[jid], self.q)
-        rj = self.state.running[jid]
-        rj.iterations_done = self.done_iters[jid]
-        rj.coflows_done += m * coflows
-        r = net.rank_of[jid]
-        net.done[r] += m * nbytes
-        net.sent_dirty[r] = True
+        for jid, (coflows, nbytes, iters) in zip(group, per):
+            run = self._runs[jid]
+            skip = m * iters
+            run.frozen = (now + dt, net.detach(jid))
+            run.workers.shift(dt, skip)
+            run.cycle_start_s += dt
+            bound = self.q * max(st.profile.compute_s for st in self.jobs[jid].stages)
+            for _ in range(skip):  # (as the skipped iterations' events would have added them, in order)
+                self._add_lower_bound(jid, bound)
+                self.done_iters[jid] = self.credit(jid, self.done_iters[jid], self.q)
+            rj = self.state.running[jid]
+            rj.iterations_done = self.done_iters[jid]
+            rj.coflows_done += m * coflows
+            r = net.rank_of[jid]
+            net.done[r] += m * nbytes
+            net.sent_dirty[r] = True
+            ff.skipped += skip
+        ff.shift(tuple(group), dt)
         ff.windows += 1
-        ff.skipped += skip
 
     def _ff_close(self, jid: int) -> None:
         """Job ``jid``'s fast-forward window ended now: its flows come back as they were."""

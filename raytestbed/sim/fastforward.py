@@ -39,15 +39,17 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class Mark:
-    """A worker-by-worker run's state at the end of one of its iterations (``t``, seconds), relative
-    to that instant: ``shape`` what must be equal, ``vals`` what must agree within the tolerance
-    (seconds and bytes); ``coflows`` and ``bytes_done`` count what it did so far."""
+    """The state of a group of worker-by-worker runs at the end of an iteration of its first run
+    (``t``, seconds), relative to that instant: ``shape`` what must be equal, ``vals`` what must agree
+    within the tolerance (seconds and bytes); per run, what it did so far: ``coflows`` finished,
+    ``bytes_done`` moved, ``iterations`` completed."""
 
     t: float
     shape: tuple
     vals: tuple[float, ...]
-    coflows: int
-    bytes_done: float
+    coflows: tuple[int, ...]
+    bytes_done: tuple[float, ...]
+    iterations: tuple[int, ...]
 
 
 def agree(a: Mark, b: Mark, tol: float) -> bool:
@@ -93,13 +95,16 @@ class FastForward:
     min_rows: int = 8
     min_iterations: int = 4
     margin: int = 2
-    marks: dict[int, list[Mark]] = field(default_factory=dict)  #: job -> its recent marks
+    marks: dict[tuple, list[Mark]] = field(default_factory=dict)  #: group (job ids) -> its recent marks
     windows: int = 0  #: windows opened
     skipped: int = 0  #: iterations skipped (of the runs' schedules)
 
-    def add(self, jid: int, mark: Mark) -> tuple[int, float] | None:
-        """Record job ``jid``'s mark; returns ``(n, P)`` (period in iterations and seconds) if it is steady."""
-        ms = self.marks.setdefault(jid, [])
+    def add(self, key: tuple, mark: Mark) -> tuple[int, float] | None:
+        """Record group ``key``'s mark; returns ``(n, P)`` (period in its first run's iterations and in
+        seconds) if it is steady. Marks of groups that no longer exist go."""
+        ms = self.marks.setdefault(key, [])
+        for other in [k for k in self.marks if k != key and set(k) & set(key)]:
+            del self.marks[other]
         ms.append(mark)
         keep = 2 * self.max_lag + self.min_rows + 2
         if len(ms) > 2 * keep:
@@ -109,20 +114,27 @@ class FastForward:
             return None
         return n, ms[-1].t - ms[-1 - n].t
 
-    def periods(self, jid: int, n: int) -> tuple[int, float]:
-        """Coflows finished and bytes moved in job ``jid``'s last ``n`` iterations (one period)."""
-        ms = self.marks[jid]
-        return ms[-1].coflows - ms[-1 - n].coflows, ms[-1].bytes_done - ms[-1 - n].bytes_done
+    def periods(self, key: tuple, n: int) -> list[tuple[int, float, int]] | None:
+        """Per run of group ``key``: coflows finished, bytes moved and iterations completed in the last
+        ``n`` marks (one period); None unless every run completed the same positive number of
+        iterations in the period before."""
+        ms = self.marks[key]
+        if len(ms) < 2 * n + 1:
+            return None
+        a, b, c = ms[-1], ms[-1 - n], ms[-1 - 2 * n]
+        out = []
+        for i in range(len(a.iterations)):
+            iters = a.iterations[i] - b.iterations[i]
+            if iters < 1 or b.iterations[i] - c.iterations[i] != iters:
+                return None
+            out.append((a.coflows[i] - b.coflows[i], a.bytes_done[i] - b.bytes_done[i], iters))
+        return out
 
-    def shift(self, jid: int, dt: float) -> None:
-        """Job ``jid``'s run moved ``dt`` seconds later: so do its marks (it stays steady)."""
-        ms = self.marks.get(jid)
+    def shift(self, key: tuple, dt: float) -> None:
+        """Group ``key``'s runs moved ``dt`` seconds later: so do its marks (it stays steady)."""
+        ms = self.marks.get(key)
         if ms:
-            self.marks[jid] = [Mark(m.t + dt, m.shape, m.vals, m.coflows, m.bytes_done) for m in ms]
-
-    def forget(self, jid: int) -> None:
-        """Job ``jid``'s run ended or stopped."""
-        self.marks.pop(jid, None)
+            self.marks[key] = [Mark(m.t + dt, m.shape, m.vals, m.coflows, m.bytes_done, m.iterations) for m in ms]
 
     def whole_periods(self, span: float, period: float) -> int:
         """Whole periods that end strictly before ``span`` seconds."""
