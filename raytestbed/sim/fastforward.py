@@ -5,26 +5,29 @@ events per iteration. Once its iterations repeat, the simulator skips whole peri
 emulator's fast-forward does (:mod:`raytestbed.emu.fastforward`), but only where the result is the
 one the skipped events would have given (up to the rounding of sums in another order):
 
-* **Steady.** At the end of every iteration the run's state is recorded relative to that instant
+* **A group.** The runs whose transfers may share a link, directly or through others (running
+  jobs of two or more servers with a server in common), are looked at together, at the iteration
+  ends of the one with the lowest job id; every one must run worker by worker. Flows of a group
+  share nothing with anyone else's, and nobody else's share depends on them.
+* **Steady.** At each of those instants the group's state is recorded relative to it
   (:class:`Mark`): the iteration's time, compute and communication, each participant's time and
-  what it waits for, its transfers in flight (bytes left, shares, start times). The run is steady
+  what it waits for, the transfers in flight (bytes left, shares, start times). The group is steady
   with period ``n`` iterations when each of its last ``max(n, min_rows)`` marks equals the one
-  ``n`` iterations before within ``tolerance`` (relative): the state it comes back to after ``P``
-  seconds (the ``n`` iterations' time) is the state it left.
-* **Alone.** Its transfers cross no link another running job's may cross: no other running job
-  that uses the fabric (two or more servers) has a server in common with it. Its flows then share
-  nothing with anyone, and nobody else's share depends on them.
+  ``n`` before within ``tolerance`` (relative) and every run completed the same number of
+  iterations in the last two periods: the state it comes back to after ``P`` seconds (the ``n``
+  iterations' time) is the state it left.
 * **Nothing changes meanwhile.** A window ends before the next instant at which anything could
   change on its links: the next arrival, tick, policy wake-up or fault, and the earliest time any
-  other running job could finish (its remaining compute at its profile, the bottleneck replica's
-  passes one after the other: a lower bound), since a finish lets the policy place a job. It
-  leaves the run ``margin`` iterations plus its pipeline depth to run for real before its end.
+  other running job could finish (a lower bound: a worker run's remaining compute at its profile,
+  a coflow run's remaining cycles of compute and stand-alone coflow time), since a finish lets the
+  policy place a job. It leaves each run ``margin`` iterations plus its pipeline depth to run for
+  real before its end.
 
-A window of ``m`` periods (``dt = m x P`` seconds, ``m x n`` iterations) takes the run's flows
-out of the network (:meth:`~raytestbed.sim.flownet.FlowNet.detach`), moves every time the run
-holds and its pending events ``dt`` later, lowers its workers' iteration limit by ``m x n`` and
-credits those iterations at once (with their lower bound, coflows and bytes, as the events would
-have); at its end the flows come back as they were and the run goes on. Not made for skipped
+A window of ``m`` periods (``dt = m x P`` seconds; each run's iterations of a period times ``m``)
+takes the group's flows out of the network (:meth:`~raytestbed.sim.flownet.FlowNet.detach`),
+moves every time its runs hold and their pending events ``dt`` later, lowers its workers' iteration limit by the skipped
+iterations and credits them at once (with their lower bound, coflows and bytes, as the events would
+have); at its end the flows come back as they were and the runs go on. Not made for skipped
 iterations: their ``IterationMeasured``, ``CoflowStarted`` / ``CoflowFinished`` events.
 
 Off with a network policy (it may set rates at any coflow event) and with ``timing.fast_forward:
