@@ -141,6 +141,11 @@ class TimingConfig(_Strict):
         "raytestbed.network.traffic). Ring-all-reduce jobs are one coflow per iteration with both, and run "
         "worker by worker with 'transfers' (the emulator's 2(k-1) ring steps: what a network policy sees "
         "on the emulator; 2(k-1) x k flows per iteration instead of k)")
+    fast_forward: bool = Field(
+        True, description="flow mode: skip whole periods of a worker-by-worker run whose iterations repeat, "
+        "while it shares no link with another job and nothing can change on its links (no arrival, tick or "
+        "fault, no other job able to finish): the same per-job times as running every event, up to rounding "
+        "(raytestbed.sim.fastforward); off with a network policy")
     admission_epoch_s: NonNegativeFloat = Field(
         0.0, description="look at arrivals only every this many seconds, admitting each job at the start of "
         "the epoch its arrival falls in, up to one epoch early (CoflowSim: 10.24; 0 = exact arrivals); "

@@ -117,6 +117,16 @@ class Driver:
     def done(self) -> bool:
         return self._program is None
 
+    def shift(self, dt: float) -> None:
+        """Every time the driver holds moves ``dt`` seconds later (the simulator's fast-forward:
+        :mod:`raytestbed.sim.fastforward`)."""
+        self.t += dt
+        if self._phase is not None:
+            a, account, t0 = self._phase
+            self._phase = (a, account, t0 + dt)
+        self.inbound.shift(dt)
+        self._records = [(r[0], r[1], r[2] + dt, *r[3:]) for r in self._records]
+
     # ------------------------------------------------------------------ the program
     def _run(self, value) -> Block | None:
         while True:

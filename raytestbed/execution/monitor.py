@@ -107,6 +107,12 @@ class RunMonitor:
         self.rows.append(row)
         return row
 
+    def shift(self, dt: float) -> None:
+        """Every time held moves ``dt`` seconds later (the simulator's fast-forward)."""
+        self.last_end += dt
+        self._pending = {j: {k: (r[0], r[1], r[2] + dt, *r[3:]) for k, r in recs.items()}
+                         for j, recs in self._pending.items()}
+
     @property
     def finished(self) -> bool:
         return self.done >= self.iterations

@@ -384,6 +384,12 @@ class InboundTime:
             self._add(a, b)
         return new
 
+    def shift(self, dt: float) -> None:
+        """The charged intervals move ``dt`` seconds later (the simulator's fast-forward)."""
+        self.charged = [(a + dt, b + dt) for a, b in self.charged]
+        self._starts = [c for c, _ in self.charged]
+        self._ends = [d for _, d in self.charged]
+
     def _overlapping(self, a: float, b: float) -> tuple[int, int]:
         """Slice of the charged intervals that touch [a, b] (they are disjoint: ends ascend with starts)."""
         lo = bisect.bisect_left(self._ends, a)

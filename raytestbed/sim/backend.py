@@ -49,7 +49,7 @@ class SimBackend:
                            iterations_per_coflow=timing.iterations_per_coflow, schedule=timing.schedule,
                            faults=run.faults, until_s=timing.until_s, on_event=run.on_event,
                            on_decisions=run.on_decisions, progress=run.progress, speeds=run.speeds,
-                           restore_s=timing.restore_s)
+                           restore_s=timing.restore_s, fast_forward=timing.fast_forward)
         if run.on_books is not None:
             run.on_books(engine)
         return engine.run()

@@ -38,6 +38,7 @@ arrivals, then ticks; ties by insertion order. Deterministic for a given input.
 
 from __future__ import annotations
 
+import heapq
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from raytestbed.core.gpu_types import GpuSpeeds, TypedModel, transfer_timing_ref
 from raytestbed.errors import PolicyError
 from raytestbed.core.o3 import o3_gamma
 from raytestbed.network.traffic import IterationTraffic, iteration_traffic
+from raytestbed.sim.fastforward import FastForward, Mark
 from raytestbed.sim.flownet import FlowNet
 from raytestbed.sim.pipeline_workers import WorkerRun, uses_workers
 from raytestbed.core.events import (
@@ -92,6 +94,9 @@ class _Run:
     cycle_start_s: float = 0.0
     workers: WorkerRun | None = None  # a pipeline or PS job run worker by worker
     placed: Job | None = None  #: flow: the job with its compute at its GPUs' speeds (GpuSpeeds.placed_job)
+    servers: frozenset = frozenset()  #: servers its transfers cross between (two or more: it uses links)
+    frozen: tuple | None = None  #: in a fast-forward window: (its end s, its flows taken out of the network)
+    cycle_lb: float = math.nan  #: coflow runs: a lower bound on one cycle's seconds (NaN: not known yet)
 
 
 class Simulator(EventCore):
@@ -124,6 +129,8 @@ class Simulator(EventCore):
             job that the throughput table times (the table's time includes communication).
         restore_s: seconds a restarted job (after a preemption, failure or resize) spends restoring
             its checkpoint on its new GPUs before it progresses.
+        fast_forward: flow timing: skip whole periods of steady worker-by-worker runs where the
+            result is the same (:mod:`raytestbed.sim.fastforward`; off with a network policy).
     """
 
     def __init__(
@@ -143,6 +150,7 @@ class Simulator(EventCore):
         until_s: float | None = None,
         speeds: GpuSpeeds | None = None,
         restore_s: float = 0.0,
+        fast_forward: bool = True,
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
@@ -172,6 +180,9 @@ class Simulator(EventCore):
         self._net_last = 0.0
         self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
         self._coflows_synced = None
+        #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
+        self.ff = FastForward() if (fast_forward and mode == "flow" and network_policy is None
+                                    and schedule != "coflows") else None
         if mode == "flow":
             self.known_flow = lambda fid: self._net.row_of(fid) is not None
             self.state.coflow_sync = self._sync_coflows
@@ -221,6 +232,14 @@ class Simulator(EventCore):
                 rj = self.state.running[jid]
                 self._begin_flow_run(rj.job, rj.placement, run)
                 self._reallocate()
+            elif kind == "ffend":
+                _, jid, ver = item
+                run = self._runs.get(jid)
+                if run is None or run.version != ver or run.frozen is None:
+                    continue
+                self._advance(t)
+                self._ff_close(jid)
+                self._reallocate()
             elif kind in ("wstep", "witer"):
                 _, jid, ver, *args = item
                 run = self._runs.get(jid)
@@ -249,6 +268,9 @@ class Simulator(EventCore):
             busy_gpu_intervals=self.busy,
             iterations_done=dict(self.done_iters),
             type_gpu_seconds=dict(self.type_gpu_seconds),
+            summary={} if self.mode != "flow" else {"fast_forward": {
+                "enabled": self.ff is not None, "windows": self.ff.windows if self.ff else 0,
+                "iterations_skipped": self.ff.skipped if self.ff else 0}},
         )
 
     def job_extra(self, jid: int) -> None:
@@ -337,10 +359,15 @@ class Simulator(EventCore):
                                                   and self.speeds.mixed(placement))
         if self.schedule != "coflows" and uses_workers(job, rings=rings):
             run.workers = self._worker_run(job, placement, run)
+            run.servers = run.workers.servers
+            run.frozen = None
             self._worker_jobs.add(job.job_id)
             run.workers.begin()
         else:
+            run.workers = None
             run.traffic = iteration_traffic(run.placed, placement, self.cluster)
+            run.cycle_lb = math.nan
+            run.servers = frozenset(int(v) for src, dst, _ in run.traffic.arrays for v in (*src, *dst))
             self._begin_cycle(job.job_id)
 
     def run_stopped(self, jid: int) -> None:
@@ -480,6 +507,7 @@ class Simulator(EventCore):
         if jid in self._runs:
             self._net.drop_job(jid)
             self._worker_jobs.discard(jid)
+            self._runs[jid].frozen = None
 
     # ------------------------------------------------ flow mode: pipeline and PS jobs worker by worker
     def _worker_run(self, job: Job, placement: Placement, run: _Run) -> WorkerRun:
@@ -524,7 +552,151 @@ class Simulator(EventCore):
     def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
         """An iteration of a worker-by-worker run ended now (every worker finished it)."""
         self._add_lower_bound(jid, self.q * max(st.profile.compute_s for st in self._runs[jid].placed.stages))
-        self._iterations_ended(jid, self.q, compute_s / self.q, comm_s / self.q)
+        if not self._iterations_ended(jid, self.q, compute_s / self.q, comm_s / self.q) and self.ff is not None:
+            self._ff_look(jid, compute_s, comm_s)
+
+    # ------------------------------------------------ flow mode: fast-forward (sim/fastforward.py)
+    def _ff_group(self, jid: int) -> list[int]:
+        """The running jobs whose transfers may share a link with running job ``jid``'s, directly or
+        through others (jobs of two or more servers with a server in common), ``jid`` among them; by id."""
+        runs = {k: self._runs[k] for k in self.state.running if k in self._runs}
+        group, todo = {jid}, [jid]
+        while todo:
+            s = runs[todo.pop()].servers
+            if len(s) < 2:
+                continue
+            for k, o in runs.items():
+                if k not in group and len(o.servers) >= 2 and o.servers & s:
+                    group.add(k)
+                    todo.append(k)
+        return sorted(group)
+
+    def _ff_look(self, jid: int, compute_s: float, comm_s: float) -> None:
+        """Worker-by-worker run ``jid`` ended an iteration now. With the runs that may share its links
+        (its group; the lowest job id's iteration ends count) record their state; if it repeats and
+        nothing can change on their links for whole periods, skip them."""
+        group = self._ff_group(jid)
+        if jid != group[0]:
+            return
+        runs = [self._runs[k] for k in group]
+        if any(r.workers is None or r.frozen is not None for r in runs):
+            return
+        ff, net, now = self.ff, self._net, self.state.now
+        shape, vals = [len(group)], [compute_s, comm_s]
+        for k, run in zip(group, runs):
+            sh, vs = run.workers.signature(now)
+            rows = np.flatnonzero((net.rank == net.rank_of[k]) & net.alive)
+            shape += (sh, rows.size)
+            vals += (*vs, *net.rem[rows].tolist(), *net.share[rows].tolist())
+        mark = Mark(now, tuple(shape), tuple(vals), tuple(r.workers.coflows_finished for r in runs),
+                    tuple(float(net.done[net.rank_of[k]]) for k in group),
+                    tuple(r.workers.iterations_completed for r in runs))
+        key = tuple(group)
+        found = ff.add(key, mark)
+        if found is None:
+            return
+        n, period = found
+        per = ff.periods(key, n)
+        if per is None:
+            return
+        m = ff.whole_periods(self._ff_horizon(group) - now, period)
+        for run, (_, _, iters) in zip(runs, per):
+            wr = run.workers
+            depth = max(getattr(w.spec, "in_flight", 1) for w in wr.participants) + 1
+            m = min(m, (wr.limit - wr.iterations_completed - ff.margin - depth) // iters)
+        if m * min(it for _, _, it in per) < ff.min_iterations:
+            return
+        self._ff_open(group, m, per, m * period)
+
+    def _ff_horizon(self, group: list[int]) -> float:
+        """The earliest time anything may change on the links of running jobs ``group`` (seconds): the next
+        arrival, tick, wake-up or fault, the horizon, and every other running job's earliest finish
+        (a lower bound: the compute it has left, :mod:`raytestbed.sim.fastforward`)."""
+        now = self.state.now
+        t = min((e[0] for e in self._heap if e[3][0] in ("arrival", "tick", "wake", "kill_server", "slow_nic")),
+                default=math.inf)
+        if self.until_s is not None:
+            t = min(t, self.until_s)
+        for k, run in self._runs.items():
+            if k in group or k not in self.state.running:
+                continue
+            if run.frozen is not None:
+                t = min(t, run.frozen[0])
+            elif run.workers is not None:
+                wr = run.workers
+                left = wr.limit - wr.iterations_completed
+                depth = max(getattr(w.spec, "in_flight", 1) for w in wr.participants) + 1
+                per = max((w.spec.profile.fwd_s + w.spec.profile.bwd_s) / w.spec.speed * self.q for w in wr.workers)
+                t = min(t, now + max(0, left - depth - 1) * per)
+            elif run.traffic is not None:
+                cycles = math.ceil(self._remaining(k) / self.q - 1e-9)
+                t = min(t, now + max(0, cycles - 2) * self._cycle_lower_bound(run))
+            else:
+                t = now
+        return t
+
+    def _cycle_lower_bound(self, run: _Run) -> float:
+        """Seconds one whole cycle of a coflow run takes at least: its compute, then each coflow's
+        stand-alone optimal time (O3, eq. 26, as its lower bound counts it; compute only where the
+        coflows' sizes are drawn per cycle)."""
+        if math.isnan(run.cycle_lb):
+            traffic, q = run.traffic, self.q
+            lb = q * traffic.compute_s
+            if not traffic.random_sizes:
+                for src, dst, nbytes in traffic.arrays:
+                    if not nbytes.size:
+                        continue
+                    same = src == dst
+                    intra = float((nbytes[same] * q / self.cluster.intra_bps).max()) if same.any() else 0.0
+                    lb += max(intra, q * float(o3_gamma(src, dst, nbytes, self._egress, self._ingress)[0]))
+            run.cycle_lb = lb
+        return run.cycle_lb
+
+    def _ff_open(self, group: list[int], m: int, per: list[tuple[int, float, int]], dt: float) -> None:
+        """Skip ``m`` periods (``dt`` seconds) of the runs of jobs ``group`` from now; ``per``: each one's
+        coflows, bytes and iterations in one period. Their flows leave the network until the window
+        ends, their times and pending events move ``dt`` later, the skipped iterations are credited now
+        as their events would have (module :mod:`raytestbed.sim.fastforward`)."""
+        ff, net, now = self.ff, self._net, self.state.now
+        heap = self._heap
+        ids = set(group)
+        def owned(e) -> bool:
+            return e[3][0] in ("wstep", "witer") and e[3][1] in ids
+        mine = sorted(e for e in heap if owned(e))
+        if mine:
+            heap[:] = [e for e in heap if not owned(e)]
+            heapq.heapify(heap)
+        for jid in group:
+            self.push(now + dt, P_DONE, ("ffend", jid, self._runs[jid].version))
+        for t, prio, _, item in mine:
+            self.push(t + dt, prio, item)
+        for jid, (coflows, nbytes, iters) in zip(group, per):
+            run = self._runs[jid]
+            skip = m * iters
+            run.frozen = (now + dt, net.detach(jid))
+            run.workers.shift(dt, skip)
+            run.cycle_start_s += dt
+            bound = self.q * max(st.profile.compute_s for st in self._runs[jid].placed.stages)
+            for _ in range(skip):  # (as the skipped iterations' events would have added them, in order)
+                self._add_lower_bound(jid, bound)
+                self.done_iters[jid] = self.credit(jid, self.done_iters[jid], self.q)
+            rj = self.state.running[jid]
+            rj.iterations_done = self.done_iters[jid]
+            rj.coflows_done += m * coflows
+            r = net.rank_of[jid]
+            net.done[r] += m * nbytes
+            net.sent_dirty[r] = True
+            ff.skipped += skip
+        ff.shift(tuple(group), dt)
+        ff.windows += 1
+
+    def _ff_close(self, jid: int) -> None:
+        """Job ``jid``'s fast-forward window ended now: its flows come back as they were."""
+        run = self._runs[jid]
+        _, saved = run.frozen
+        run.frozen = None
+        self._net.attach(jid, saved)
+        run.workers.now = self.state.now
 
     def _net_step(self) -> None:
         """Complete every flow that has (numerically) no bytes left, then the coflows left without flows."""

@@ -318,6 +318,34 @@ class FlowNet:
             keep[a:b] = False
             self._keep(keep)
 
+    def detach(self, jid: int) -> dict[str, np.ndarray]:
+        """Take job ``jid``'s flows out of the network as they are (a fast-forward window,
+        :mod:`raytestbed.sim.fastforward`: they neither move nor take capacity until :meth:`attach`
+        puts them back); its open coflow, its counts and its bytes sent stay. Returns the rows."""
+        r = self.rank_of[jid]
+        self.compact()
+        a, b = np.searchsorted(self.rank, [r, r + 1])
+        saved = {c: getattr(self, c)[a:b].copy() for c in _COLS}
+        if b > a:
+            keep = np.ones(self.rank.size, dtype=bool)
+            keep[a:b] = False
+            self._keep(keep)
+        return saved
+
+    def attach(self, jid: int, saved: dict[str, np.ndarray]) -> None:
+        """Put back the rows :meth:`detach` took from job ``jid`` (same keys, bytes left and shares;
+        their rates are computed again)."""
+        if saved["rem"].size == 0:
+            return
+        r = self.rank_of[jid]
+        self.compact()
+        pos = int(np.searchsorted(self.rank, r, side="left"))
+        for c in _COLS:
+            old = getattr(self, c)
+            setattr(self, c, np.concatenate([old[:pos], saved[c], old[pos:]]))
+        self._scan_all = True  # (a row may sit at its threshold)
+        self._changed()
+
     def blocks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first row, row count, job rank) of every job's block of rows, in row order."""
         if self._blocks is None:

@@ -155,6 +155,10 @@ class WorkerRun:
         self._waiter: dict[tuple, _Worker] = {}  #: key -> the worker whose step waits for it
         self._monitor = RunMonitor(job.job_id, len(self.workers), iterations, start_iteration, start_s)
         self._instant: list[Transfer] = []  #: transfers that arrive at the end of this round
+        self.coflows_finished = 0  #: all-reduce, push and pull coflows finished so far
+        self.iterations_completed = 0  #: iterations every worker finished (reported to ``iteration_at``)
+        #: the servers its transfers may cross between (two or more: it uses the fabric's links)
+        self.servers = frozenset(w.server for w in self.participants)
 
     # ------------------------------------------------------------------ driving
     def begin(self) -> None:
@@ -189,6 +193,7 @@ class WorkerRun:
             cf[1] += x.nbytes
             if cf[0] == 0:
                 del self._coflows[x.coflow]
+                self.coflows_finished += 1
                 if self._coflow_event is not None:
                     self._coflow_event("finished", x.coflow, cf[1])
         members = self._conns.get(x.conn)
@@ -307,4 +312,54 @@ class WorkerRun:
         worker has finished it (:class:`~raytestbed.execution.monitor.RunMonitor`)."""
         for rec in w.driver.take_records():
             for t_end, recs in self._monitor.add(rec):
+                self.iterations_completed += 1
                 self._iteration_at(t_end, max(r[3] for r in recs), max(r[4] for r in recs))
+
+    # ------------------------------------------------------------------ fast-forward (sim/fastforward.py)
+    @property
+    def limit(self) -> int:
+        """Iterations the run performs in all (fast-forward lowers it)."""
+        return self.participants[0].driver.limit
+
+    def signature(self, now: float) -> tuple[tuple, tuple[float, ...]]:
+        """The run's state now, relative to now: ``(shape, values)``: what each participant waits
+        for (counts) and its times (seconds after now), the transfers in flight and kept for their
+        receivers (counts). Two iteration ends with equal signatures (and equal flows) continue
+        alike."""
+        shape, vals = [], []
+        for w in self.participants:
+            d, st = w.driver, w.step
+            vals.append(d.t - now)
+            if st is None:
+                shape.append((d.done, -1, -1))
+            else:
+                shape.append((d.done, len(st.sends), len(st.pending)))
+                vals.append(st.at - now)
+        shape.append((len(self._by_uid), len(self._arrived), len(self._waiter), len(self._coflows)))
+        for x in self._by_uid.values():
+            vals.append(x.start_s - now)
+        for a, b in self._arrived.values():
+            vals += (a - now, b - now)
+        return tuple(shape), tuple(vals)
+
+    def shift(self, dt: float, skip: int) -> None:
+        """A fast-forward window: every time the run holds moves ``dt`` seconds later (its workers',
+        their steps', transfers' and spans', its monitor's) and it runs ``skip`` fewer iterations
+        (the drivers' limit; they have not reached it: the iterations after the window keep their
+        indices, the skipped ones are the last)."""
+        transfers = {id(x): x for x in self._by_uid.values()}
+        for w in self.participants:
+            d = w.driver
+            d.limit -= skip
+            d.shift(dt)
+            st = w.step
+            if st is not None:
+                st.at += dt
+                st.spans = {k: (a + dt, b + dt) for k, (a, b) in st.spans.items()}
+                for x in st.sends:
+                    transfers[id(x)] = x
+        for x in transfers.values():
+            x.start_s += dt
+        self._arrived = {k: (a + dt, b + dt) for k, (a, b) in self._arrived.items()}
+        self._monitor.shift(dt)
+        self.now += dt
