@@ -38,6 +38,7 @@ from typing import Any
 from raytestbed.core.cluster import Cluster
 from raytestbed.errors import PolicyError
 from raytestbed.network.allocator import RateAllocator
+from raytestbed.network.connections import connection_key
 
 #: How NICs are shared (module docstring).
 NIC_SHARES = ("fair", "reserved")
@@ -116,13 +117,8 @@ class FluidNet:
 
     # ------------------------------------------------------------ structure
     def connection(self, job_id: int, coflow_id: Hashable | None, src_gpu: int, dst_gpu: int) -> tuple:
-        """Connection key of a transfer (see module docstring)."""
-        s, d = self.cluster.server_of(src_gpu), self.cluster.server_of(dst_gpu)
-        if s == d:
-            return ("intra", job_id, coflow_id, src_gpu, dst_gpu)
-        if self.nic_share == "reserved":
-            return ("inter", job_id, coflow_id, s, d, src_gpu, dst_gpu)
-        return ("inter", job_id, coflow_id, s, d)
+        """Connection key of a transfer (:func:`raytestbed.network.connections.connection_key`)."""
+        return connection_key(self.cluster, job_id, coflow_id, src_gpu, dst_gpu, self.nic_share == "reserved")
 
     def add(self, x: Transfer) -> None:
         """Start transfer ``x`` at the current model time. A new transfer gets the next number among its

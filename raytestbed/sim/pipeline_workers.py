@@ -15,7 +15,8 @@ replicas of one stage placed on two servers run unsynchronised and their cross-s
 opposite directions overlap where their schedules bring them together, as in the emulator.
 
 Transfers are flows of the simulator's network (:class:`~raytestbed.sim.flownet.FlowNet`), grouped
-as the emulator's fluid model groups them into connections: a job's activation and gradient
+into connections by the rule the emulator's fluid model uses
+(:func:`raytestbed.network.connections.connection_key`): a job's activation and gradient
 transfers between two servers are one connection, each all-reduce (stage, iteration) between two
 servers another, a transfer inside a server one per GPU pair; a connection gets one weighted
 max-min share and its members split it equally.
@@ -44,6 +45,7 @@ from raytestbed.execution.driver import Block, Driver, Outbound
 from raytestbed.execution.monitor import RunMonitor
 from raytestbed.execution.plan import PsSpec, WorkerSpec, plan_job
 from raytestbed.execution.worker_program import ps_program, stage_program
+from raytestbed.network.connections import connection_key
 
 
 def uses_workers(job: Job, rings: bool = False) -> bool:
@@ -134,6 +136,7 @@ class WorkerRun:
                         speeds=speeds)
         self.scale = scale
         self.cluster = cluster
+        self.job_id = job.job_id
         self.iterations = iterations
         self.now = start_s
         self._start_flows, self._set_shares = start_flows, set_shares
@@ -303,7 +306,7 @@ class WorkerRun:
         """The flow of ``o`` from ``w``: bytes times ``scale``; its connection (module docstring)."""
         out = o.out
         dst = self.cluster.server_of(out.dst_gpu)
-        conn = ("intra", out.coflow, w.gpu, out.dst_gpu) if dst == w.server else ("inter", out.coflow, w.server, dst)
+        conn = connection_key(self.cluster, self.job_id, out.coflow, w.gpu, out.dst_gpu)
         return Transfer(out.key, w.idx, w.gpu, out.dst_gpu, w.server, dst, float(o.nbytes) * self.scale, conn,
                         out.coflow, float(out.coflow_bytes) * self.scale)
 
