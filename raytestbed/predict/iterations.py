@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import math
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -157,8 +157,7 @@ class RandomForestPredictor(IterationPredictor):
             self._model = None
             return self
         keys = self._keys(groups, users, features)
-        known = sorted(set(keys))  # predict every known row in one call
-        self._fit_encoded(self._encode(keys), None, y, known, self._encode(known))
+        self._fit_encoded(self._encode(keys), None, y, lambda: sorted(set(keys)))
         return self
 
     def fit_rows(self, rows: "CompletedRows") -> "RandomForestPredictor":
@@ -174,30 +173,34 @@ class RandomForestPredictor(IterationPredictor):
             self._model = None
             return self
         codes = np.array([(self._gcode[g], self._ucode[u]) for g, u in points], dtype=float)
-        known = sorted(points)  # codes are ranks of the sorted names: known rows in code order
-        self._fit_encoded(codes, rows.point_of_row(), np.asarray(rows.iterations, dtype=float), known,
-                          self._encode(known))
+        self._fit_encoded(codes, rows.point_of_row(), np.asarray(rows.iterations, dtype=float),
+                          lambda: sorted(points))
         return self
 
     def _fit_encoded(self, inputs: np.ndarray, input_of_row: np.ndarray | None, y: np.ndarray,
-                     known: list[tuple], known_x: np.ndarray) -> None:
-        """Fit the forest on the rows ``inputs[input_of_row]`` (``inputs`` itself when None) and cache
-        the predictions of the ``known`` keys (inputs ``known_x``)."""
+                     known: Callable[[], list[tuple]]) -> None:
+        """Fit the forest on the rows ``inputs[input_of_row]`` (``inputs`` itself when None).
+
+        scikit-learn's predictions of every known key (``known()``, sorted) are cached now, in one call
+        (its ``predict`` costs about a millisecond per call); the exact forest predicts a key when it is
+        first asked (microseconds), so a refit costs nothing for pairs no arriving job has."""
         self._model = None
         if self.engine == "exact" and not self.features:
-            from raytestbed.predict import forest
+            from raytestbed.predict import forest  # numba kernels: compiled or loaded from cache on first use
 
             rows = np.arange(len(inputs)) if input_of_row is None else input_of_row
             self._model = forest.fit_grouped(inputs, rows, y, n_estimators=self.n_estimators, seed=self.seed)
-        if self._model is None:
-            from sklearn.ensemble import RandomForestRegressor
+            if self._model is not None:
+                return
+        from sklearn.ensemble import RandomForestRegressor  # seconds to import: only where it fits
 
-            X = inputs if input_of_row is None else inputs[input_of_row]
-            self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
-                                                random_state=self.seed, n_jobs=self.n_jobs)
-            self._model.fit(X, y)
-        vals = _round(self._model.predict(known_x))
-        self._cache = dict(zip(known, (int(v) for v in vals)))
+        X = inputs if input_of_row is None else inputs[input_of_row]
+        self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
+                                            random_state=self.seed, n_jobs=self.n_jobs)
+        self._model.fit(X, y)
+        keys = known()
+        vals = _round(self._model.predict(self._encode(keys)))
+        self._cache = dict(zip(keys, (int(v) for v in vals)))
 
     def _encode(self, keys: Sequence[tuple]) -> np.ndarray:
         width = 2 + len(self.features)
