@@ -182,3 +182,17 @@ def test_online_predictor_keeps_every_row():
     assert len(rows) == 4 and rows.points == [("a", "u"), ("b", "u")]
     assert rows.point_of_row().tolist() == [0, 0, 1, 1] and rows.iterations == [10, 30, 10, 30]
     assert p.fits == 1
+
+
+def test_group_draw_is_numpys_weighted_choice():
+    """The synthetic generator's group draw (cumulative weights made once) draws what
+    ``Generator.choice(n, p=weights)`` draws, from the same stream."""
+    from raytestbed.traces.synthetic import _weighted_draw
+
+    for n, s in [(2000, 1.1), (20, 1.1), (7, 0.0), (300, 2.5)]:
+        w = 1.0 / np.arange(1, n + 1) ** s
+        w /= w.sum()
+        a, b = np.random.default_rng(5), np.random.default_rng(5)
+        draw = _weighted_draw(w)
+        assert [int(a.choice(n, p=w)) for _ in range(5000)] == [draw(b) for _ in range(5000)]
+        assert a.random() == b.random()  # the streams stayed in step
