@@ -88,6 +88,7 @@ class Cluster:
     gpu_speed: tuple[tuple[str, float], ...] = ()
     _gpu_offset: tuple[int, ...] = field(init=False, repr=False, compare=False)
     _gpu_server: np.ndarray = field(init=False, repr=False, compare=False)
+    _server_of: tuple[int, ...] = field(init=False, repr=False, compare=False)  #: GPU id -> server id
     _g: int | None = field(init=False, repr=False, compare=False)  #: cached gpus_per_server (None: servers differ)
     _nic: float = field(init=False, repr=False, compare=False)  #: cached nic_bps
 
@@ -113,6 +114,7 @@ class Cluster:
             self, "_gpu_server", np.repeat(np.arange(len(self.servers)), [s.gpus for s in self.servers])
         )
         self._gpu_server.setflags(write=False)
+        object.__setattr__(self, "_server_of", tuple(int(m) for m in self._gpu_server))
         for t, f in self.gpu_speed:
             if not (f > 0 and f < float("inf")):
                 raise ValueError(f"gpu_speed of type {t!r} must be a positive number, got {f!r}")
@@ -185,7 +187,7 @@ class Cluster:
 
     def server_of(self, gpu: int) -> int:
         """The server that holds global GPU ``gpu``."""
-        return int(self._gpu_server[gpu])
+        return self._server_of[gpu]
 
     @property
     def gpu_server(self) -> np.ndarray:

@@ -294,6 +294,8 @@ class EventCore:
                     raise policy_fault(pol, ev, f"raised {type(e).__name__}: {_first_line(e)}", e) from e
                 dt = time.perf_counter() - t0
                 self.decision_times.append(dt)
+                if decisions.__class__ is list and not decisions:
+                    continue  # the common answer: nothing to check or apply
                 decisions = _decision_list(decisions, pol, ev)
                 if decisions:
                     if isinstance(ev, Tick):

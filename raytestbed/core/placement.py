@@ -9,7 +9,7 @@ x^m_{i,s} (GPUs of stage s on server m, A-SRPT §III-A), given by :meth:`counts`
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import Job
@@ -29,11 +29,15 @@ class Placement:
 
     stage_gpus: tuple[tuple[int, ...], ...]
     ps_servers: tuple[int, ...] = ()
+    _gpus: tuple[int, ...] = field(init=False, repr=False, compare=False)  #: ``gpus``, made once
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_gpus", tuple(g for st in self.stage_gpus for g in st))
 
     @property
     def gpus(self) -> tuple[int, ...]:
         """All GPUs, stage by stage."""
-        return tuple(g for st in self.stage_gpus for g in st)
+        return self._gpus
 
     def servers(self, cluster: Cluster) -> tuple[int, ...]:
         """Sorted ids of the servers hosting at least one replica."""

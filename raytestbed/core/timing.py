@@ -366,11 +366,25 @@ class AsrptModel(IterationModel):
 
     name = "asrpt"
 
+    def __init__(self) -> None:
+        #: (stages, per-server counts as a sorted tuple, g, B_inter, B_intra) -> alpha, seconds: on identical
+        #: servers eq. (7) depends on how many replicas of each stage share a server, not on which server
+        self._alpha: dict[tuple, float] = {}
+
     def iteration_time(self, job, placement, cluster, running):
         if job.comm is CommPattern.PS:
             return ps_iteration_time(job, placement, cluster)
-        g = cluster.gpus_per_server if cluster.identical_servers else cluster.gpus_of_server()
-        return asrpt_iteration_time(job, placement.counts(cluster), g, cluster.nic_bps, cluster.intra_bps)
+        counts = placement.counts(cluster)
+        if not cluster.identical_servers:
+            return asrpt_iteration_time(job, counts, cluster.gpus_of_server(), cluster.nic_bps, cluster.intra_bps)
+        g = cluster.gpus_per_server
+        key = (job.stages, tuple(sorted(tuple(x) for x in counts.values())), g, cluster.nic_bps, cluster.intra_bps)
+        alpha = self._alpha.get(key)
+        if alpha is None:
+            if len(self._alpha) > 100_000:
+                self._alpha.clear()
+            alpha = self._alpha[key] = asrpt_iteration_time(job, counts, g, cluster.nic_bps, cluster.intra_bps)
+        return alpha
 
 
 class SjfbcoModel(IterationModel):

@@ -38,10 +38,13 @@ def least_available(free: np.ndarray, need: int) -> list[tuple[int, int]]:
 def _walk(free: np.ndarray, need: int, descending: bool) -> list[tuple[int, int]]:
     if need <= 0:
         return []
+    if need == 1 and descending:  # the most common job: the first server with the most free GPUs
+        m = int(free.argmax())
+        if free[m] > 0:
+            return [(m, 1)]
     idx = np.flatnonzero(free)
-    if need == 1 and idx.size:  # fast path for the most common job
-        vals = free[idx]
-        m = int(idx[int(np.argmax(vals) if descending else np.argmin(vals))])
+    if need == 1 and idx.size:  # the first server with the fewest (> 0) free GPUs
+        m = int(idx[int(np.argmin(free[idx]))])
         return [(m, 1)]
     vals = free[idx]
     order = idx[np.argsort(-vals if descending else vals, kind="stable")]

@@ -108,27 +108,28 @@ def _bootstrap_counts(seed, n):
     """``np.bincount(RandomState(seed).randint(0, n, n), minlength=n)`` (``_generate_sample_indices``).
 
     The legacy ``randint`` masks 32-bit words to the next power of two above n - 1 and rejects
-    values above n - 1 (NumPy's ``random_bounded_uint64_fill`` with ``use_masked``)."""
-    counts = np.zeros(n, np.int64)
+    values above n - 1 (NumPy's ``random_bounded_uint64_fill`` with ``use_masked``). The
+    rejection is branch-free (a rejected word counts in a spare slot n): about half the words
+    are rejected, at random, so a branch would be mispredicted every other word."""
+    counts = np.zeros(n + 1, np.int64)
     if n == 1:
         counts[0] = 1
-        return counts
+        return counts[:n]
     mt = _mt_seed(seed)
     words = np.empty(624, np.uint32)
-    r = np.uint32(n - 1)
-    mask = _mask(n - 1)
-    pos = 624
+    r = np.int64(n - 1)
+    mask = np.int64(_mask(n - 1))
     i = 0
     while i < n:
-        if pos == 624:
-            _mt_block(mt, words)
-            pos = 0
-        v = words[pos] & mask
-        pos += 1
-        if v <= r:
-            counts[v] += 1
-            i += 1
-    return counts
+        _mt_block(mt, words)
+        for pos in range(624):
+            v = np.int64(words[pos]) & mask
+            ok = v <= r
+            counts[v if ok else n] += 1
+            i += ok
+            if i == n:
+                break
+    return counts[:n]
 
 
 @numba.njit(cache=True)
@@ -153,21 +154,20 @@ def _splitter_seed(seed):
 def _point_sums(point_of_row, y, counts, n_points):
     """Per distinct input, over one tree's bootstrap (``counts`` per row): weight W = sum of w,
     S = sum of w y, Q = sum of w y^2, C = rows with w > 0. Every term is an integer, so the sums
-    are scikit-learn's exactly (under the 2**53 bound)."""
+    are scikit-learn's exactly (under the 2**53 bound); rows not drawn add zeros (no branch)."""
     W = np.zeros(n_points)
     S = np.zeros(n_points)
     Q = np.zeros(n_points)
     C = np.zeros(n_points, np.int64)
     for i in range(point_of_row.size):
         c = counts[i]
-        if c:
-            k = point_of_row[i]
-            w = np.float64(c)
-            wy = w * y[i]
-            W[k] += w
-            S[k] += wy
-            Q[k] += wy * y[i]
-            C[k] += 1
+        k = point_of_row[i]
+        w = np.float64(c)
+        wy = w * y[i]
+        W[k] += w
+        S[k] += wy
+        Q[k] += wy * y[i]
+        C[k] += c > 0
     return W, S, Q, C
 
 
@@ -412,16 +412,29 @@ def fit(X: np.ndarray, y: np.ndarray, n_estimators: int = 100, seed: int = 0) ->
 
     Returns None where the exactness bound (:func:`exact_bound_holds`) fails."""
     y = np.asarray(y, dtype=np.float64)
+    return fit_grouped(X, np.arange(y.size), y, n_estimators, seed)
+
+
+def fit_grouped(inputs: np.ndarray, input_of_row: np.ndarray, y: np.ndarray, n_estimators: int = 100,
+                seed: int = 0) -> ExactForest | None:
+    """:func:`fit` on the rows ``inputs[input_of_row]`` with targets ``y``, given without spelling the
+    rows out: a caller that keeps its rows as indices into a short table of inputs (the online
+    predictor's distinct (group, user) pairs) pays one pass over the table, not over the rows.
+
+    Returns None where the exactness bound (:func:`exact_bound_holds`) fails."""
+    y = np.asarray(y, dtype=np.float64)
     if not exact_bound_holds(y):
         return None
-    xs32 = np.asarray(X, dtype=np.float32).reshape(len(y), -1)
+    xs32 = np.asarray(inputs, dtype=np.float32).reshape(len(inputs), -1)
     xs32 = np.ascontiguousarray(xs32 + np.float32(0.0))  # one bit pattern for 0.0 and -0.0
-    rows = xs32.view(np.dtype((np.void, xs32.dtype.itemsize * xs32.shape[1]))).reshape(-1)
+    keys = xs32.view(np.dtype((np.void, xs32.dtype.itemsize * xs32.shape[1]))).reshape(-1)
     if xs32.shape[1] == 2:
-        rows = xs32.view(np.uint64).reshape(-1)  # two float32 codes as one 8-byte key: a fast sort
-    _, first, point_of_row = np.unique(rows, return_index=True, return_inverse=True)
+        keys = xs32.view(np.uint64).reshape(-1)  # two float32 codes as one 8-byte key: a fast sort
+    _, first, point_of_input = np.unique(keys, return_index=True, return_inverse=True)
     points = np.ascontiguousarray(xs32[first])
-    point_of_row = point_of_row.reshape(-1).astype(np.int64)
+    point_of_row = point_of_input.reshape(-1).astype(np.int64)[np.asarray(input_of_row, dtype=np.int64)]
+    if point_of_row.size != y.size:
+        raise ValueError(f"{point_of_row.size} rows of inputs for {y.size} targets")
     presorted = np.ascontiguousarray(np.stack([np.argsort(points[:, f], kind="stable")
                                                for f in range(points.shape[1])]).astype(np.int64))
     n = y.size

@@ -39,7 +39,8 @@ predictions, bit for bit, at a small fraction of the cost (``RandomForestPredict
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -75,6 +76,11 @@ class IterationPredictor:
 
     def predict(self, groups: Sequence[str], users: Sequence[str], features: Features | None = None) -> np.ndarray:
         raise NotImplementedError
+
+    def fit_rows(self, rows: "CompletedRows") -> "IterationPredictor":
+        """:meth:`fit` on the rows an :class:`OnlinePredictor` collected (a predictor may use their
+        numbering of distinct (group, user) inputs)."""
+        return self.fit(rows.groups, rows.users, rows.iterations)
 
     def predict_one(self, group: str, user: str) -> int:
         return int(self.predict([group], [user])[0])
@@ -135,44 +141,66 @@ class RandomForestPredictor(IterationPredictor):
         return list(zip(groups, users, *cols))
 
     def fit(self, groups, users, iterations, features=None):
-        from sklearn.ensemble import RandomForestRegressor
-
         groups, users = list(map(str, groups)), list(map(str, users))
-        y = np.asarray(iterations, dtype=float)
-        if not (len(groups) == len(users) == len(y)):
+        if not (len(groups) == len(users) == len(iterations)):
             raise ValueError("groups, users and iterations must have the same length")
+        if not self.features:
+            rows = CompletedRows()
+            for g, u, n in zip(groups, users, iterations):
+                rows.add(g, u, n)
+            return self.fit_rows(rows)
+        y = np.asarray(iterations, dtype=float)
         self._gcode = {g: i for i, g in enumerate(sorted(set(groups)))}
         self._ucode = {u: i for i, u in enumerate(sorted(set(users)))}
         self._cache = {}
         if not groups:
             self._model = None
             return self
+        keys = self._keys(groups, users, features)
+        self._fit_encoded(self._encode(keys), None, y, lambda: sorted(set(keys)))
+        return self
+
+    def fit_rows(self, rows: "CompletedRows") -> "RandomForestPredictor":
+        """Fit on (group, user) alone from the rows' distinct inputs: the codes are made once per
+        distinct pair, the rows stay indices into them (the same forest as on every row)."""
         if self.features:
-            keys = self._keys(groups, users, features)
-            X = self._encode(keys)
-            known = sorted(set(keys))  # predict every known row in one call
-            Xk = self._encode(known)
-        else:  # the same codes and known rows, built at C speed (a fit sees every completed job)
-            n_u = len(self._ucode)
-            gi = np.fromiter(map(self._gcode.__getitem__, groups), dtype=np.int64, count=len(groups))
-            ui = np.fromiter(map(self._ucode.__getitem__, users), dtype=np.int64, count=len(users))
-            X = np.column_stack([gi, ui]).astype(float)
-            pairs = np.unique(gi * n_u + ui)  # codes are ranks of the sorted names: sorted (group, user)
-            gnames, unames = sorted(self._gcode), sorted(self._ucode)
-            known = [(gnames[c // n_u], unames[c % n_u]) for c in pairs.tolist()]
-            Xk = np.column_stack([pairs // n_u, pairs % n_u]).astype(float)
+            return self.fit(rows.groups, rows.users, rows.iterations)
+        points = rows.points
+        self._gcode = {g: i for i, g in enumerate(sorted({g for g, _ in points}))}
+        self._ucode = {u: i for i, u in enumerate(sorted({u for _, u in points}))}
+        self._cache = {}
+        if not points:
+            self._model = None
+            return self
+        codes = np.array([(self._gcode[g], self._ucode[u]) for g, u in points], dtype=float)
+        self._fit_encoded(codes, rows.point_of_row(), np.asarray(rows.iterations, dtype=float),
+                          lambda: sorted(points))
+        return self
+
+    def _fit_encoded(self, inputs: np.ndarray, input_of_row: np.ndarray | None, y: np.ndarray,
+                     known: Callable[[], list[tuple]]) -> None:
+        """Fit the forest on the rows ``inputs[input_of_row]`` (``inputs`` itself when None).
+
+        scikit-learn's predictions of every known key (``known()``, sorted) are cached now, in one call
+        (its ``predict`` costs about a millisecond per call); the exact forest predicts a key when it is
+        first asked (microseconds), so a refit costs nothing for pairs no arriving job has."""
         self._model = None
         if self.engine == "exact" and not self.features:
             from raytestbed.predict import forest  # numba kernels: compiled or loaded from cache on first use
 
-            self._model = forest.fit(X, y, n_estimators=self.n_estimators, seed=self.seed)
-        if self._model is None:
-            self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
-                                                random_state=self.seed, n_jobs=self.n_jobs)
-            self._model.fit(X, y)
-        vals = _round(self._model.predict(Xk))
-        self._cache = dict(zip(known, (int(v) for v in vals)))
-        return self
+            rows = np.arange(len(inputs)) if input_of_row is None else input_of_row
+            self._model = forest.fit_grouped(inputs, rows, y, n_estimators=self.n_estimators, seed=self.seed)
+            if self._model is not None:
+                return
+        from sklearn.ensemble import RandomForestRegressor  # seconds to import: only where it fits
+
+        X = inputs if input_of_row is None else inputs[input_of_row]
+        self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
+                                            random_state=self.seed, n_jobs=self.n_jobs)
+        self._model.fit(X, y)
+        keys = known()
+        vals = _round(self._model.predict(self._encode(keys)))
+        self._cache = dict(zip(keys, (int(v) for v in vals)))
 
     def _encode(self, keys: Sequence[tuple]) -> np.ndarray:
         width = 2 + len(self.features)
@@ -192,6 +220,17 @@ class RandomForestPredictor(IterationPredictor):
             if k[0] in self._gcode:  # an unseen group stays 0
                 out[i] = self._cache.get(k, 0)
         return out
+
+    def predict_one(self, group: str, user: str) -> int:
+        """:meth:`predict` of one row; a cached (group, user) costs one lookup."""
+        if not self.features:
+            key = (str(group), str(user))
+            if key[0] not in self._gcode:
+                return 0  # an unseen group
+            v = self._cache.get(key)
+            if v is not None:
+                return v
+        return int(self.predict([group], [user])[0])
 
     def predict_job(self, job: Job) -> int:
         if not self.features:
@@ -294,6 +333,38 @@ def make_predictor(kind: str, seed: int = 0) -> IterationPredictor:
     raise ConfigError(f"predictor {kind!r}: unknown (known: {', '.join(PREDICTORS)}, rf-features, last<k>)")
 
 
+class CompletedRows:
+    """Completed jobs as (group, user, iterations) rows, each row's (group, user) pair numbered
+    once when first seen (``points``, ``point_of_row``): a refit of the random forest then reads
+    the few distinct pairs, not every row's names."""
+
+    def __init__(self) -> None:
+        self.groups: list[str] = []
+        self.users: list[str] = []
+        self.iterations: list[int] = []
+        self.points: list[tuple[str, str]] = []  #: distinct (group, user), in order of first appearance
+        self._point_id: dict[tuple[str, str], int] = {}
+        self._row_point = array("q")
+
+    def __len__(self) -> int:
+        return len(self.iterations)
+
+    def add(self, group: str, user: str, iterations: int) -> None:
+        key = (str(group), str(user))
+        pid = self._point_id.get(key)
+        if pid is None:
+            pid = self._point_id[key] = len(self.points)
+            self.points.append(key)
+        self.groups.append(key[0])
+        self.users.append(key[1])
+        self.iterations.append(int(iterations))
+        self._row_point.append(pid)
+
+    def point_of_row(self) -> np.ndarray:
+        """Index into ``points`` of every row (int64)."""
+        return np.frombuffer(self._row_point, dtype=np.int64).copy()
+
+
 DAY_S = 86_400.0  #: the default refit period, seconds of trace time
 
 
@@ -326,14 +397,12 @@ class OnlinePredictor:
         self.retrain_every = None if retrain_every is None else int(retrain_every)
         self.retrain_every_s = float(retrain_every_s)
         self._next_fit_s = self.retrain_every_s  #: the next refit time of the time schedule, s
-        self._g: list[str] = []
-        self._u: list[str] = []
-        self._n: list[int] = []
+        self._rows = CompletedRows()
         self._new = 0
         self.fits = 0
         for g, u, n in history:
             self._add(g, u, n)
-        if self._g and not self.model.needs_truth:
+        if len(self._rows) and not self.model.needs_truth:
             self._refit()
 
     @classmethod
@@ -353,13 +422,11 @@ class OnlinePredictor:
                    [(str(g), str(u), int(n)) for g, u, n in history], float(retrain_every_s))
 
     def _add(self, group: str, user: str, iterations: int) -> None:
-        self._g.append(str(group))
-        self._u.append(str(user))
-        self._n.append(int(iterations))
+        self._rows.add(group, user, iterations)
         self._new += 1
 
     def _refit(self) -> None:
-        self.model.fit(self._g, self._u, self._n)
+        self.model.fit_rows(self._rows)
         self._new = 0
         self.fits += 1
 

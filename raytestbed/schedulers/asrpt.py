@@ -357,6 +357,9 @@ class AsrptPolicy(Policy):
         now = view.now
         self._queue.extend(self._virt.advance(now))
         out: list[Decision] = []
+        q = self._queue
+        if self._wait is None and not self._parked and (not q or view.pending[q[0]].gpus > view.total_free):
+            return self._pending_wakes(now)  # nothing waits and the head does not fit (L5): no pool to plan
         pool = FreePool(view)
         if self._wait is not None:
             if not self._retry(self._wait, view, pool, out):
@@ -370,7 +373,6 @@ class AsrptPolicy(Policy):
             self._parked = keep
             if any(now >= w.deadline for w in keep):
                 return out + self._pending_wakes(now)  # an expired parked job blocks the queue
-        q = self._queue
         while q:
             jid = q[0]
             job = view.pending[jid]

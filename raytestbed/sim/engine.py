@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -51,6 +51,7 @@ from raytestbed.core.eventcore import P_DONE, EventCore, RunResult
 from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
 from raytestbed.core.placement import Placement
+from raytestbed.core.state import RunningJob
 from raytestbed.core.timing import IterationModel, AsrptModel
 from raytestbed.core.gpu_types import GpuSpeeds, TypedModel, transfer_timing_refusal
 from raytestbed.errors import PolicyError
@@ -97,6 +98,31 @@ class _Run:
     servers: frozenset = frozenset()  #: servers its transfers cross between (two or more: it uses links)
     frozen: tuple | None = None  #: in a fast-forward window: (its end s, its flows taken out of the network)
     cycle_lb: float = math.nan  #: coflow runs: a lower bound on one cycle's seconds (NaN: not known yet)
+
+
+
+class OtherJobs(Mapping):
+    """The running jobs except one, as job id -> (job, placement): what an iteration model reads
+    for contention (:meth:`~raytestbed.core.timing.IterationModel.iteration_time`), read from the
+    running jobs when the model looks, so a model without contention costs nothing per start."""
+
+    __slots__ = ("_running", "_jid")
+
+    def __init__(self, running: Mapping[int, RunningJob], jid: int) -> None:
+        self._running = running
+        self._jid = jid
+
+    def __getitem__(self, k: int) -> tuple[Job, Placement]:
+        if k == self._jid:
+            raise KeyError(k)
+        r = self._running[k]
+        return r.job, r.placement
+
+    def __iter__(self) -> Iterator[int]:
+        return (k for k in self._running if k != self._jid)
+
+    def __len__(self) -> int:
+        return len(self._running) - (self._jid in self._running)
 
 
 class Simulator(EventCore):
@@ -416,8 +442,7 @@ class Simulator(EventCore):
         """(Re)compute a running job's iteration time and schedule its finish (analytic mode)."""
         rj = self.state.running[jid]
         run = self._runs[jid]
-        others = {k: (r.job, r.placement) for k, r in self.state.running.items() if k != jid}
-        alpha = self.model.iteration_time(rj.job, rj.placement, self.cluster, others)
+        alpha = self.model.iteration_time(rj.job, rj.placement, self.cluster, OtherJobs(self.state.running, jid))
         if not (alpha > 0 and math.isfinite(alpha)):
             raise RuntimeError(f"job {jid}: iteration time {alpha} from model {self.model.name}")
         changed = alpha != run.alpha

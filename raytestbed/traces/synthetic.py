@@ -59,6 +59,16 @@ def _choice(rng: np.random.Generator, mix: dict) -> object:
     return keys[int(rng.choice(len(keys), p=p / p.sum()))]
 
 
+def _weighted_draw(p: np.ndarray):
+    """``lambda rng: int(rng.choice(len(p), p=p))`` with the cumulative weights made once: NumPy's
+    ``Generator.choice`` (with replacement) draws one ``rng.random()`` and looks it up in
+    ``cumsum(p) / cumsum(p)[-1]`` (``side="right"``); rebuilding that per draw costs O(len(p))."""
+    np.random.default_rng(0).choice(len(p), p=p)  # NumPy's own checks of p, once
+    cdf = p.cumsum()
+    cdf /= cdf[-1]
+    return lambda rng: int(cdf.searchsorted(rng.random(), side="right"))
+
+
 @register_workload("synthetic")
 def synthetic_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     """Synthetic recurring-group workload (seeded). ``params``: see :class:`SyntheticParams`."""
@@ -78,11 +88,12 @@ def synthetic_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
         ))
     weights = 1.0 / np.arange(1, p.groups + 1) ** p.zipf_s
     weights /= weights.sum()
+    group_of = _weighted_draw(weights)
     t = 0.0
     jobs = []
     for jid in range(p.jobs):
         t += float(rng.exponential(p.mean_interarrival_s)) if jid else 0.0
-        gid = int(rng.choice(p.groups, p=weights))
+        gid = group_of(rng)
         g = groups[gid]
         try:
             iters = scaled_iterations(g["typical"], float(rng.lognormal(0.0, p.iteration_spread)),

@@ -1,0 +1,198 @@
+"""A-SRPT's fast paths give the results of the plain computations they replace.
+
+Each test runs the fast code against a reference that does not use it: scikit-learn's forest
+refitted on every row, an eq. (7) iteration model without a cache that is handed the other
+running jobs as a plain dict, the server walk written with a full sort, the forest fitted on
+spelled-out rows. Per-job results must be identical (start, finish, placement, prediction).
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+from conftest import small_cluster
+from raytestbed.core.placement import Placement
+from raytestbed.core.profile import default_profiles
+from raytestbed.core.timing import AsrptModel, IterationModel, asrpt_iteration_time
+from raytestbed.placement.select import least_available, most_available
+from raytestbed.predict import forest
+from raytestbed.predict.iterations import CompletedRows, OnlinePredictor, RandomForestPredictor
+from raytestbed.resources import package_root
+from raytestbed.schedulers.base import make_policy
+from raytestbed.sim.engine import OtherJobs, Simulator
+from raytestbed.traces.registry import WorkloadContext
+from raytestbed.traces.synthetic import synthetic_workload
+
+
+def _workload(jobs: int, gap_s: float):
+    """The benchmark's recurring-group workload (``raytestbed bench sim``), 200 groups, on 12 x 8 GPUs."""
+    cluster = small_cluster(servers=12, gpus=8)
+    ctx = WorkloadContext(cluster, 0, package_root(), default_profiles())
+    return cluster, synthetic_workload({
+        "jobs": jobs, "mean_interarrival_s": gap_s, "groups": 200, "users": 30,
+        "gpu_mix": {1: 0.7, 2: 0.1, 4: 0.1, 8: 0.07, 16: 0.03}, "iterations": [100, 20000],
+    }, ctx)
+
+
+def _per_job(result):
+    return sorted((r.job.job_id, r.first_start_s, r.finish_s, r.placement, r.predicted_iterations)
+                  for r in result.records)
+
+
+def _run(cluster, jobs, engine="exact", model=None):
+    before = RandomForestPredictor.engine
+    RandomForestPredictor.engine = engine
+    try:
+        policy = make_policy("asrpt", seed=0)
+        res = Simulator(cluster, jobs, policy, model=model).run()
+    finally:
+        RandomForestPredictor.engine = before
+    return res, policy
+
+
+@pytest.fixture(scope="module")
+def busy_days():
+    """1,500 jobs 2 minutes apart on 96 GPUs: more work than GPUs, a queue most of the time, about
+    5 days of trace (daily refits), comm-heavy jobs that wait in their delay window."""
+    cluster, jobs = _workload(1500, 120.0)
+    res, policy = _run(cluster, jobs)
+    return cluster, jobs, res, policy
+
+
+def test_run_equals_the_run_with_scikit_learns_forest(busy_days):
+    """Daily refits from the online predictor's distinct (group, user) rows, predictions made when
+    first asked, against scikit-learn fitted on every completed row with every known pair predicted
+    at each fit."""
+    cluster, jobs, res, policy = busy_days
+    assert policy.predictor.fits >= 3 and policy.delayed > 0
+    assert sum(bool(r.predicted_iterations) for r in res.records) > 300
+    ref, _ = _run(cluster, jobs, engine="sklearn")
+    assert _per_job(res) == _per_job(ref)
+
+
+class _PlainEq7(IterationModel):
+    """A-SRPT eq. (7) on the placement's counts, no cache, the other running jobs as a dict."""
+
+    name = "asrpt-plain"
+
+    def __init__(self):
+        self.others_seen = 0
+
+    def iteration_time(self, job, placement, cluster, running):
+        others = dict(running)  # what the simulator used to build for every start
+        assert job.job_id not in others
+        self.others_seen = max(self.others_seen, len(others))
+        return asrpt_iteration_time(job, placement.counts(cluster), cluster.gpus_per_server,
+                                    cluster.nic_bps, cluster.intra_bps)
+
+
+def test_run_equals_the_run_with_an_uncached_iteration_model(busy_days):
+    cluster, jobs, res, _ = busy_days
+    plain = _PlainEq7()
+    ref, _ = _run(cluster, jobs, model=plain)
+    assert plain.others_seen > 10  # the lazy mapping did reach the model with the running jobs
+    assert _per_job(res) == _per_job(ref)
+
+
+def test_cached_eq7_equals_eq7_on_any_server_order():
+    """The model caches eq. (7) per (stages, per-server counts): every placement, whatever its servers
+    and their order, gets what eq. (7) gives on its own counts."""
+    cluster, jobs = _workload(400, 30.0)
+    model = AsrptModel()
+    rng = random.Random(1)
+    g = cluster.gpus_per_server
+    for job in jobs:
+        for _ in range(4):
+            gpus: list[int] = []
+            for m in rng.sample(range(cluster.num_servers), cluster.num_servers):
+                gpus += [m * g + i for i in rng.sample(range(g), min(g, job.gpus - len(gpus), rng.randint(1, g)))]
+                if len(gpus) == job.gpus:
+                    break
+            rng.shuffle(gpus)
+            it = iter(gpus)
+            pl = Placement(tuple(tuple(next(it) for _ in range(st.replicas)) for st in job.stages))
+            assert pl.gpus == tuple(x for st in pl.stage_gpus for x in st)
+            want = asrpt_iteration_time(job, pl.counts(cluster), g, cluster.nic_bps, cluster.intra_bps)
+            assert model.iteration_time(job, pl, cluster, {}) == want
+    assert len(model._alpha) < 4 * len(jobs)  # placements of one shape shared an entry
+
+
+def test_other_jobs_is_the_dict_it_replaces():
+    running = {k: type("R", (), {"job": f"j{k}", "placement": f"p{k}"})() for k in (3, 5, 8)}
+    view = OtherJobs(running, 5)
+    assert dict(view) == {3: ("j3", "p3"), 8: ("j8", "p8")} and len(view) == 2 and 5 not in view
+    assert len(OtherJobs(running, 7)) == 3
+
+
+def _walk_reference(free, need, descending):
+    """Servers with free GPUs sorted by free count (descending or ascending), ties by id, taken in order."""
+    order = sorted((m for m in range(len(free)) if free[m] > 0),
+                   key=lambda m: (-free[m] if descending else free[m], m))
+    out, left = [], need
+    for m in order:
+        if left == 0:
+            break
+        take = min(int(free[m]), left)
+        out.append((m, take))
+        left -= take
+    return out
+
+
+def test_server_walks_equal_the_sorted_walk():
+    rng = np.random.default_rng(4)
+    for _ in range(300):
+        free = rng.integers(0, 9, int(rng.integers(1, 40))).astype(np.int64)
+        free[rng.random(free.size) < 0.5] = 0
+        for need in (1, 2, 3, 8):
+            if need > free.sum():
+                continue
+            assert most_available(free, need) == _walk_reference(free, need, True)
+            assert least_available(free, need) == _walk_reference(free, need, False)
+
+
+def test_fit_from_distinct_rows_equals_the_fit_on_every_row():
+    rng = np.random.default_rng(7)
+    rows = CompletedRows()
+    names = [(f"g{int(g)}", f"u{int(g) % 5 + int(rng.integers(0, 2))}") for g in rng.zipf(1.3, 3000) % 60]
+    iters = rng.integers(1, 5000, len(names))
+    for (gr, us), n in zip(names, iters):
+        rows.add(gr, us, int(n))
+    fast = RandomForestPredictor(seed=2).fit_rows(rows)
+    plain = RandomForestPredictor(seed=2).fit([g for g, _ in names], [u for _, u in names], iters)
+    query = sorted(set(names)) + [("g1", "nobody"), ("zz", "u0")]
+    assert [fast.predict_one(g, u) for g, u in query] == plain.predict(*zip(*query)).tolist()
+    # the forest on the distinct inputs with an index per row is the forest on the rows
+    X = np.array([[int(g[1:]), int(u[1:])] for g, u in names], dtype=float)
+    table, index = np.unique(X, axis=0, return_inverse=True)
+    a = forest.fit(X, iters, n_estimators=5, seed=1)
+    b = forest.fit_grouped(table, index.reshape(-1), iters, n_estimators=5, seed=1)
+    for f in ("features", "thresholds", "lefts", "rights", "values", "offsets"):
+        np.testing.assert_array_equal(getattr(a, f), getattr(b, f))
+
+
+def test_online_predictor_keeps_every_row():
+    p = OnlinePredictor("rf", retrain_every=4)
+    for i, (gr, n) in enumerate(itertools.product(("a", "b"), (10, 30))):
+        p.observe(type("J", (), {"group": gr, "user": "u", "iterations": n, "job_id": i})(), n)
+    rows = p._rows
+    assert len(rows) == 4 and rows.points == [("a", "u"), ("b", "u")]
+    assert rows.point_of_row().tolist() == [0, 0, 1, 1] and rows.iterations == [10, 30, 10, 30]
+    assert p.fits == 1
+
+
+def test_group_draw_is_numpys_weighted_choice():
+    """The synthetic generator's group draw (cumulative weights made once) draws what
+    ``Generator.choice(n, p=weights)`` draws, from the same stream."""
+    from raytestbed.traces.synthetic import _weighted_draw
+
+    for n, s in [(2000, 1.1), (20, 1.1), (7, 0.0), (300, 2.5)]:
+        w = 1.0 / np.arange(1, n + 1) ** s
+        w /= w.sum()
+        a, b = np.random.default_rng(5), np.random.default_rng(5)
+        draw = _weighted_draw(w)
+        assert [int(a.choice(n, p=w)) for _ in range(5000)] == [draw(b) for _ in range(5000)]
+        assert a.random() == b.random()  # the streams stayed in step
