@@ -125,6 +125,10 @@ class OtherJobs(Mapping):
         return len(self._running) - (self._jid in self._running)
 
 
+#: heap items of one run of a job: (kind, job id, run version, ...); stale once the run is gone
+_RUN_EVENTS = frozenset({"finish", "compute", "restored", "ffend", "wstep", "witer"})
+
+
 class Simulator(EventCore):
     """Run one placement policy (and optionally one network policy) over a job list.
 
@@ -229,54 +233,18 @@ class Simulator(EventCore):
                 break
             t, item = self.pop()
             kind = item[0]
-            if kind == "finish":
-                _, jid, ver = item
-                run = self._runs.get(jid)
-                if run is None or run.version != ver:
-                    continue  # stale
-                self._advance(t)
-                self.finish(jid)
-            elif kind == "net":
+            if kind == "net":
                 if item[1] != self._net_version:
                     continue
                 self._advance(t)
                 self._net_step()
-            elif kind == "compute":
-                _, jid, ver = item
+            elif kind in _RUN_EVENTS:
+                jid, ver = item[1], item[2]
                 run = self._runs.get(jid)
-                if run is None or run.version != ver:
-                    continue
+                if run is None or run.version != ver or (kind == "ffend" and run.frozen is None):
+                    continue  # stale: the run it belongs to stopped, restarted or left its window
                 self._advance(t)
-                self._start_coflow(jid, 0)
-                self._reallocate()
-            elif kind == "restored":
-                _, jid, ver = item
-                run = self._runs.get(jid)
-                if run is None or run.version != ver:
-                    continue
-                self._advance(t)
-                rj = self.state.running[jid]
-                self._begin_flow_run(rj.job, rj.placement, run)
-                self._reallocate()
-            elif kind == "ffend":
-                _, jid, ver = item
-                run = self._runs.get(jid)
-                if run is None or run.version != ver or run.frozen is None:
-                    continue
-                self._advance(t)
-                self._ff_close(jid)
-                self._reallocate()
-            elif kind in ("wstep", "witer"):
-                _, jid, ver, *args = item
-                run = self._runs.get(jid)
-                if run is None or run.version != ver:
-                    continue
-                self._advance(t)
-                if kind == "wstep":
-                    run.workers.resume(t, args[0])
-                else:
-                    self._worker_iteration(jid, *args)
-                self._reallocate()
+                self._run_event(t, kind, jid, run, item[3:])
             else:
                 self._advance(t)
                 self.handle(t, item)
@@ -375,6 +343,27 @@ class Simulator(EventCore):
                 self.push(run.restore_until, P_DONE, ("restored", job.job_id, run.version))
             else:
                 self._begin_flow_run(job, placement, run)
+
+    def _run_event(self, t: float, kind: str, jid: int, run: _Run, args: tuple) -> None:
+        """A timed event of job ``jid``'s current run, at ``t`` (now): its end (``finish``), its compute
+        done (``compute``: the cycle's first coflow starts), its checkpoint restored, its fast-forward
+        window over (``ffend``), a worker's step due (``wstep``) or an iteration of a worker-by-worker
+        run ended (``witer``)."""
+        if kind == "finish":
+            self.finish(jid)
+            return
+        if kind == "compute":
+            self._start_coflow(jid, 0)
+        elif kind == "restored":
+            rj = self.state.running[jid]
+            self._begin_flow_run(rj.job, rj.placement, run)
+        elif kind == "ffend":
+            self._ff_close(jid)
+        elif kind == "wstep":
+            run.workers.resume(t, args[0])
+        else:
+            self._worker_iteration(jid, *args)
+        self._reallocate()
 
     def _begin_flow_run(self, job: Job, placement: Placement, run: _Run) -> None:
         """Flow timing: start a run of ``job`` now, worker by worker or as coflows."""
