@@ -36,6 +36,8 @@ Usage (``raytestbed bench fidelity [options]``, or the entry point ``scripts/ben
     python scripts/bench_fidelity.py                      # all presets, both modes
     python scripts/bench_fidelity.py --presets mlp-tiny --modes replay --iterations 6
     raytestbed bench fidelity --presets mlp-tiny --modes replay --iterations 6
+    # on a GPU host: charge the CUDA time measured, predict from GPU profiles
+    raytestbed bench fidelity --modes real --device cuda --compute-factor 1 --profiles DIR
 """
 
 from __future__ import annotations
@@ -86,13 +88,17 @@ def predict(job, cluster: Cluster, placement: Placement) -> float:
     return sjfbco_iteration_time(job, len(placement.servers(cluster)), 0, cluster.nic_bps, cluster.intra_bps)
 
 
-def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
+def run_one(preset: str, scenario, mode: str, iterations: int, profiles: dict | None = None,
+            device: str = "cpu", compute_factor: float | None = None) -> dict:
+    """One job of ``preset`` on ``scenario``'s placement; ``profiles`` (default: the shipped ones) give
+    the job and the prediction; real mode times passes on ``device`` and charges them ``compute_factor``
+    emulated seconds per measured second (None: the profile-scaled rule)."""
     from raytestbed.emu.fastforward import FastForward
     from raytestbed.emu.cluster import EmuCluster
     from raytestbed.emu.executors import start_job
 
     name, pattern, servers, gpus, job_gpus, stages, stage_gpus = scenario
-    prof = default_profiles()[preset]
+    prof = (profiles or default_profiles())[preset]
     b_inter, b_intra = bandwidths(prof, pattern)
     cluster = Cluster.homogeneous(servers, gpus, b_inter, b_intra, name=f"{servers}x{gpus}")
     job = build_job(1, 0.0, prof, job_gpus, pattern, iterations,
@@ -104,7 +110,9 @@ def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
         warnings.simplefilter("ignore")
         with EmuCluster(cluster, fast_forward=FastForward(enabled=False)) as emu:
             t0 = time.time()
-            run = start_job(emu, job, placement, iterations=warmup + iterations + cooldown, mode=mode)
+            run = start_job(emu, job, placement, iterations=warmup + iterations + cooldown, mode=mode,
+                            compute_factor=compute_factor, profile=prof if mode == "real" else None,
+                            device=device)
             ok = run.wait(600)
             wall = time.time() - t0
             rows = run.records()
@@ -114,7 +122,8 @@ def run_one(preset: str, scenario, mode: str, iterations: int) -> dict:
     steady = [r["iter_s"] for r in measured]
     meas = statistics.fmean(steady)
     return {
-        "preset": preset, "placement": name, "pattern": pattern, "mode": mode,
+        "preset": preset, "placement": name, "pattern": pattern, "mode": mode, "device": device,
+        "compute_factor": compute_factor,
         "b_inter_MBps": b_inter / 1e6,
         "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3, "error": meas / pred - 1.0,
         "compute_ms": statistics.fmean(r["compute_s"] for r in measured) * 1e3,
@@ -140,7 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scenarios", default="", help="comma-separated indices into the scenario list (default all)")
     ap.add_argument("--iterations", type=int, default=8, help="measured iterations between the warm-up and the cool-down")
     ap.add_argument("--json", type=Path, default=None, help="also write the rows here")
+    ap.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu",
+                    help="real mode: time passes as thread CPU time (cpu) or CUDA event time (cuda)")
+    ap.add_argument("--compute-factor", type=float, default=None,
+                    help="real mode: emulated seconds per measured second (e.g. 1 with --device cuda and GPU "
+                         "profiles: the emulator charges the GPU time it measures); default: the profile-scaled rule")
+    ap.add_argument("--profiles", type=Path, default=None,
+                    help="a folder of profiles (raytestbed profile --out) for the jobs and the predictions "
+                         "(default: the shipped ones)")
     args = ap.parse_args(argv)
+    profiles = default_profiles()
+    if args.profiles is not None:
+        from raytestbed.core.profile import load_profile_dir
+
+        profiles.update(load_profile_dir(args.profiles))
 
     from raytestbed.emu.raysession import RaySession
 
@@ -151,7 +173,7 @@ def main(argv: list[str] | None = None) -> int:
         for mode in args.modes.split(","):
             for preset in args.presets.split(","):
                 for sc in scen:
-                    r = run_one(preset, sc, mode, args.iterations)
+                    r = run_one(preset, sc, mode, args.iterations, profiles, args.device, args.compute_factor)
                     rows.append(r)
                     print(f"{mode:6s} {preset:13s} {sc[0]:28s} pred {r['predicted_ms']:9.2f} ms  "
                           f"meas {r['measured_ms']:9.2f} ms  err {100 * r['error']:+6.1f}%  "

@@ -133,7 +133,7 @@ class Trial:
         wl = t.workload.model_dump()
         kind = wl.pop("kind")
         return load_workload(kind, wl, self.cluster, t.seed if seed is None else seed, self.loaded.base_dir,
-                             where=f"{self.loaded.path or 'trial'}: workload")
+                             where=f"{self.loaded.path or 'trial'}: workload", profiles=self.loaded.profiles)
 
     def __repr__(self) -> str:
         t = self.loaded.trial

@@ -20,6 +20,7 @@ from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, NonNegativeF
                       PositiveInt, ValidationError, field_validator, model_validator)
 
 from raytestbed.core.cluster import DEFAULT_GPU_TYPE, Cluster, Rack, Server
+from raytestbed.core.profile import ModelProfile, model_profiles, resolve_profile_dir
 from raytestbed.errors import ConfigError
 from raytestbed.resources import package_dir, package_root, resolve
 from raytestbed.units import gbps_to_bytes_per_s, gbytes_per_s_to_bytes_per_s
@@ -233,6 +234,10 @@ class TrialConfig(_Strict):
     backend: Literal["sim", "emu"] = "sim"
     emu: EmuConfig = Field(default_factory=EmuConfig, description="emulator settings (backend emu only)")
     faults: list[str] = Field(default_factory=list, description='e.g. "kill_server:1@120s"')
+    profiles: str | None = Field(
+        None, description="a folder of model profiles (JSON, `raytestbed profile --out`) that replace the shipped "
+        "ones of the same models in this trial: a path relative to the trial file, or the name of a shipped set "
+        "in workloads/profiles/ (h100: measured with CUDA events on an H100)")
 
     @field_validator("policy_params")
     @classmethod
@@ -308,15 +313,23 @@ class LoadedTrial(BaseModel):
     trial: TrialConfig
     cluster_config: ClusterConfig
     path: Path | None = None
+    profiles_dir: Path | None = None  #: the folder ``trial.profiles`` names, resolved (None: the shipped profiles)
 
     @property
     def base_dir(self) -> Path:
         return self.path.parent if self.path is not None else Path.cwd()
 
+    @property
+    def profiles(self) -> dict[str, ModelProfile]:
+        """The trial's model profiles by model name: the shipped ones, replaced by ``profiles_dir``'s."""
+        return model_profiles(self.profiles_dir)
+
     def resolved(self) -> dict[str, Any]:
         """The trial as a plain dict with the cluster inlined (written as ``config.yaml``)."""
         d = self.trial.model_dump(mode="json")
         d["cluster"] = self.cluster_config.model_dump(mode="json")
+        if self.profiles_dir is not None:
+            d["profiles"] = str(self.profiles_dir.resolve())
         return d
 
 
@@ -353,4 +366,8 @@ def parse_trial(data: dict, where: str, path: Path | None = None) -> LoadedTrial
         cluster_cfg.build()
     except ValueError as e:
         raise ConfigError(f"{where}: cluster: {e}") from None
-    return LoadedTrial(trial=trial, cluster_config=cluster_cfg, path=path)
+    pdir = None
+    if trial.profiles is not None:
+        pdir = resolve_profile_dir(trial.profiles, base, f"{where}: profiles")
+        model_profiles(pdir)  # a bad file is refused here, with its name
+    return LoadedTrial(trial=trial, cluster_config=cluster_cfg, path=path, profiles_dir=pdir)

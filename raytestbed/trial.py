@@ -247,7 +247,7 @@ def run_into(
     wl = trial.workload.model_dump()
     kind = wl.pop("kind")
     loaded_jobs = load_workload(kind, wl, cluster, seed, loaded.base_dir,
-                                where=f"{loaded.path or 'trial'}: workload")
+                                where=f"{loaded.path or 'trial'}: workload", profiles=loaded.profiles)
     jobs = admit_in_epochs(loaded_jobs, trial.timing.admission_epoch_s)
     params = trial.policy_params
     search = [loaded.base_dir]  # import-path plug-ins may live beside the trial file
@@ -310,7 +310,8 @@ def run_into(
 
     try:
         res = runner.run(TrialRun(cluster, jobs, policy, netpol, trial, faults, model, speeds, on_event=on_event,
-                                    on_decisions=on_decisions, progress=progress, on_books=on_books))
+                                    on_decisions=on_decisions, progress=progress, on_books=on_books,
+                                    profiles=loaded.profiles))
     finally:
         bar.close()
         events.close()
@@ -387,7 +388,8 @@ def _trial_jobs(loaded: LoadedTrial, seed: int) -> list:
     cluster = loaded.cluster_config.build()
     wl = trial.workload.model_dump()
     kind = wl.pop("kind")
-    return load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload")
+    return load_workload(kind, wl, cluster, seed, loaded.base_dir, where=f"{loaded.path or 'trial'}: workload",
+                         profiles=loaded.profiles)
 
 
 def refuse_early(loaded: LoadedTrial, pairs: list[PolicyPair], specs: list["BackendSpec"], seed: int) -> None:

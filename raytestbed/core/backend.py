@@ -11,7 +11,7 @@ and ``summary.json`` entries it carries on its result. The backends are found by
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -22,6 +22,7 @@ from raytestbed.core.events import Decision, Event, Fault
 from raytestbed.core.gpu_types import GpuSpeeds
 from raytestbed.core.job import Job
 from raytestbed.core.policy import Policy
+from raytestbed.core.profile import ModelProfile
 from raytestbed.core.timing import IterationModel
 
 
@@ -57,6 +58,9 @@ class TrialRun:
     on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None
     progress: Callable[[int, int], None] | None = None  #: (finished jobs, all jobs)
     on_books: Callable[[LiveBooks], None] | None = None  #: called once, before the first event
+    #: the trial's per-layer model profiles by model name (real compute maps stages to layers with them);
+    #: None: the shipped ones
+    profiles: Mapping[str, ModelProfile] | None = None
 
     @property
     def policies(self) -> list[Policy]:

@@ -548,6 +548,37 @@ def default_profiles() -> dict[str, ModelProfile]:
     return dict(_cached_default_profiles())
 
 
+@lru_cache(maxsize=8)
+def _cached_profile_dir(folder: str) -> Mapping[str, ModelProfile]:
+    return load_profile_dir(folder)
+
+
+def model_profiles(folder: str | os.PathLike[str] | None = None) -> dict[str, ModelProfile]:
+    """The shipped profiles, each replaced by ``folder``'s profile of the same model (None: the shipped
+    ones); a fresh dict each call."""
+    out = default_profiles()
+    if folder is not None:
+        out.update(_cached_profile_dir(str(folder)))
+    return out
+
+
+def resolve_profile_dir(ref: str, base: Path, where: str) -> Path:
+    """The profile folder a trial names (its ``profiles:``): ``ref`` as a path (relative to ``base``, the
+    trial's folder), else a shipped set of that name in ``workloads/profiles/`` (e.g. ``h100``).
+
+    Raises:
+        ConfigError: one line naming ``ref``, where it was looked for and the shipped sets.
+    """
+    path = Path(ref).expanduser()
+    for cand in (path if path.is_absolute() else base / path, default_profile_dir() / ref):
+        if cand.is_dir():
+            return cand
+    shipped = sorted(p.name for p in default_profile_dir().iterdir() if p.is_dir() and any(p.glob("*.json")))
+    raise ConfigError(f"{where}: profile folder {ref!r} not found (looked in {base} and the package's "
+                      f"workloads/profiles/; shipped sets: {', '.join(shipped) or 'none'})")
+
+
 def clear_default_profiles_cache() -> None:
-    """Forget the cached shipped profiles (e.g. after regenerating the files)."""
+    """Forget the cached profiles (e.g. after regenerating the files)."""
     _cached_default_profiles.cache_clear()
+    _cached_profile_dir.cache_clear()

@@ -19,7 +19,7 @@ import importlib
 import math
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,7 @@ from raytestbed.core.gpu_types import GpuSpeeds, transfer_timing_refusal
 from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
-from raytestbed.core.profile import default_profiles
+from raytestbed.core.profile import ModelProfile, default_profiles
 from raytestbed.errors import ConfigError, RaytestbedError
 from raytestbed.execution.plan import plan_job
 from raytestbed.plugins import ship_by_value
@@ -108,6 +108,7 @@ class EmuDriver:
     def __init__(self, emu, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
                  compute: str = "replay", compute_factor: float | None = None, poll_s: float = 1.0,
                  device: str = "cpu", speeds: GpuSpeeds | None = None, restore_s: float = 0.0,
+                 profiles: Mapping[str, ModelProfile] | None = None,
                  on_event: Callable[[Event], None] | None = None,
                  on_decisions: Callable[[Event, str, float, list[Decision]], None] | None = None,
                  progress: Callable[[int, int], None] | None = None) -> None:
@@ -121,6 +122,9 @@ class EmuDriver:
         self.device = device
         self.speeds = speeds
         self.restore_s = restore_s
+        # real compute: the trial's profile of each job's model (what its stages' layer ranges come from)
+        self.profiles = None if profiles is None else {j.model: profiles[j.model] for j in self.jobs
+                                                       if j.model in profiles}
         self.poll_s = poll_s
         self._on_event = on_event
         self._on_decisions = on_decisions
@@ -151,7 +155,7 @@ class EmuDriver:
         finished = 0
         t0 = time.perf_counter()
         ray.get(clock.begin_trial.remote(self.jobs, self.policies, self.faults, self.compute, self.compute_factor,
-                                          self.device, self.speeds, self.restore_s))
+                                          self.device, self.speeds, self.restore_s, self.profiles))
         while True:
             batch = ray.get(clock.poll.remote(self.poll_s))
             for m in batch.kills:
@@ -239,10 +243,12 @@ class EmuDriver:
         }
 
 
-def check_real_compute(cluster: Cluster, jobs: Sequence[Job]) -> None:
+def check_real_compute(cluster: Cluster, jobs: Sequence[Job],
+                       profiles: Mapping[str, ModelProfile] | None = None) -> None:
     """Refuse, before anything starts, jobs that real compute cannot run (a model outside the zoo, no
-    profile, stages matching no layer range): one line naming the job."""
-    profiles = default_profiles()
+    profile, stages matching no layer range): one line naming the job. ``profiles``: the trial's
+    (default: the shipped ones)."""
+    profiles = default_profiles() if profiles is None else profiles
     for job in jobs:
         gpus = tuple(range(sum(job.replicas())))
         if len(gpus) > cluster.total_gpus:
@@ -304,8 +310,9 @@ class EmuBackend:
         cfg = run.trial.emu
         policies = run.policies
         ship_by_value(policies)
+        profiles = dict(run.profiles) if run.profiles is not None else default_profiles()
         if cfg.compute == "real":
-            check_real_compute(run.cluster, run.jobs)
+            check_real_compute(run.cluster, run.jobs, profiles)
         ff = FastForward(**cfg.fast_forward.model_dump())
         with EmuCluster(run.cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
                         gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes,
@@ -315,7 +322,8 @@ class EmuBackend:
                 emu.pool.preload_real_compute()  # torch in every GPU host, before the trial
             driver = EmuDriver(emu, run.jobs, policies, run.faults, compute=cfg.compute,
                                compute_factor=cfg.compute_factor, device=cfg.compute_device, poll_s=cfg.progress_s,
-                               speeds=run.speeds, restore_s=run.trial.timing.restore_s, on_event=run.on_event,
+                               speeds=run.speeds, restore_s=run.trial.timing.restore_s, profiles=profiles,
+                               on_event=run.on_event,
                                on_decisions=run.on_decisions, progress=run.progress)
             if run.on_books is not None:
                 run.on_books(driver)

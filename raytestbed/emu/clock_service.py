@@ -320,14 +320,15 @@ class ClockService:
     # ------------------------------------------------------------------ trial
     async def begin_trial(self, jobs: Sequence[Job], policies: Sequence[Policy], faults: Sequence[Fault] = (),
                           mode: str = "replay", compute_factor: float | None = None, device: str = "cpu",
-                          speeds=None, restore_s: float = 0.0) -> None:
+                          speeds=None, restore_s: float = 0.0, profiles=None) -> None:
         """Run ``jobs`` under ``policies`` from now on (the trial's t = 0 is the clock's now); ``speeds``: the
         trial's :class:`~raytestbed.core.gpu_types.GpuSpeeds` (None: the cluster's factors); ``restore_s``:
-        seconds a restarted job restores its checkpoint."""
+        seconds a restarted job restores its checkpoint; ``profiles``: real compute, the trial's model
+        profiles by name (None: the shipped ones)."""
         if self.clock.now != 0.0 or self.runs:
             raise RuntimeError("a trial needs a fresh clock (one trial per emulated cluster)")
         self.scheduler = EmuScheduler(self, jobs, policies, faults, mode=mode, compute_factor=compute_factor,
-                                      device=device, speeds=speeds, restore_s=restore_s)
+                                      device=device, speeds=speeds, restore_s=restore_s, profiles=profiles)
         self._poll_ev = asyncio.Event()
         self.wall_start = time.perf_counter()  # pace: the trial's t = 0
         self._ensure_loop()

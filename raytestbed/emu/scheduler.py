@@ -45,9 +45,11 @@ class EmuScheduler(EventCore):
 
     def __init__(self, service, jobs: Sequence[Job], policies: Sequence[Policy],
                  faults: Sequence[Fault] = (), mode: str = "replay", compute_factor: float | None = None,
-                 window: int = 10, device: str = "cpu", speeds=None, restore_s: float = 0.0) -> None:
+                 window: int = 10, device: str = "cpu", speeds=None, restore_s: float = 0.0,
+                 profiles=None) -> None:
         self.service = service
         self.mode = mode
+        self.profiles = profiles  # real compute: model name -> per-layer profile (None: the shipped ones)
         self.compute_factor = compute_factor
         self.device = device
         self.window = window
@@ -153,7 +155,7 @@ class EmuScheduler(EventCore):
         done = int(self.done_iters[job.job_id])
         profile = None
         if self.mode == "real":
-            profile = default_profiles().get(job.model)
+            profile = (self.profiles if self.profiles is not None else default_profiles()).get(job.model)
         steps = math.ceil(self.steps_left(job.job_id) - 1e-9)
         # every worker computes at its GPU type's speed; a restarted job's run starts after its restore
         run = self.service.new_run(job, placement, steps, done, self.mode, self.compute_factor, profile, self.device,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 import math
 import numbers
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from raytestbed.config import validation_message
 from raytestbed.core.cluster import Cluster, NotIdenticalServers
 from raytestbed.core.job import Job
-from raytestbed.core.profile import ModelProfile, default_profiles, load_profile_dir
+from raytestbed.core.profile import ModelProfile, default_profiles
 from raytestbed.errors import ConfigError, PluginError, TraceError
 from raytestbed.plugins import Registry
 from raytestbed.traces.csvrows import MAX_INT, MAX_SECONDS
@@ -114,15 +114,14 @@ def parse_params(model: type[BaseModel], params: dict[str, Any], where: str) -> 
 
 
 def load_workload(kind: str, params: dict[str, Any], cluster: Cluster, seed: int, base_dir: Path,
-                  where: str = "workload", profile_dir: str | None = None) -> list[Job]:
-    """Build the jobs of a trial and check that each fits the cluster."""
+                  where: str = "workload", profiles: Mapping[str, ModelProfile] | None = None) -> list[Job]:
+    """Build the jobs of a trial and check that each fits the cluster; ``profiles``: the model profiles
+    by name (default: the shipped ones; a trial's ``profiles:`` folder replaces some)."""
     if ":" not in kind and kind not in WORKLOADS.names():
         raise ConfigError(f"{where}.kind: unknown workload kind {kind!r} (known: {', '.join(workload_kinds())}; "
                           f"or an import path 'module:function')")
     plugin = WORKLOADS.get(kind, [base_dir])
-    profiles = default_profiles()
-    if profile_dir:
-        profiles.update(load_profile_dir(base_dir / profile_dir))
+    profiles = dict(profiles) if profiles is not None else default_profiles()
     ctx = WorkloadContext(cluster, seed, base_dir, profiles, where)
     reason = getattr(plugin.obj, "needs_identical_servers", None)
     if reason and not cluster.identical_servers:
