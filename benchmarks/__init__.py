@@ -12,6 +12,7 @@ lists the names.
 * ``sjfbco-flow``: SJF-BCO eq. (8) vs flow-level iteration times (:mod:`.sjfbco_model_vs_flow`);
 * ``fidelity``: emulated iteration time vs the analytic model, per preset and placement (:mod:`.fidelity`);
 * ``emu-scale``: the emulator at scale, 64 GPUs in replay and 16 computing at once (:mod:`.emu_scale`);
+* ``emu-breakdown``: where an emulated iteration's time goes (clock, fabric, worker code, Ray) (:mod:`.emu_breakdown`);
 * ``soak-emu``: one emulated hour with faults, memory over time (:mod:`.soak_emu`);
 * ``crosscheck-coflowsim``: the flow simulator against CoflowSim on the FB coflow benchmark
   (:mod:`.crosscheck_coflowsim`);

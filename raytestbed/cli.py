@@ -331,6 +331,7 @@ def _cmd_reproduce(args) -> int:
 #: ``raytestbed bench NAME``: the benchmarks and studies of the source tree's ``benchmarks/`` folder (one module
 #: each, ``-`` for ``_``; not part of the installed package)
 BENCHMARKS = ("emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
+              "emu-breakdown",
               "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders", "profile-load", "gavel")
 
 
