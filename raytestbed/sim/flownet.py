@@ -78,8 +78,7 @@ class FlowNet:
         self.alive = np.zeros(0, dtype=bool)
         self.n_dead = 0  #: ended rows not yet compacted away
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
-        self.sent = np.zeros(len(order))  #: bytes each job (by rank) sent in its current run
-        self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose ``sent`` changed since the last sync
+        self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose bytes sent changed since the last sync (:meth:`take_sent`)
         #: bytes of each job's (by rank) flows that ended in its current run, their sizes summed in the order
         #: they ended (with the bytes its flows in flight moved: what it sent, counted as the emulator counts)
         self.done = np.zeros(len(order))
@@ -306,7 +305,6 @@ class FlowNet:
     def start_job(self, jid: int) -> None:
         """Job ``jid`` starts a run: its bytes sent count from 0."""
         r = self.rank_of[jid]
-        self.sent[r] = 0.0
         self.done[r] = 0.0
         self.sent_dirty[r] = False
 
@@ -435,7 +433,7 @@ class FlowNet:
         self._scan_all = False
         self._due = 0
         self._advances = 0
-        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
+        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank,
                                             self.sent_dirty, self.rate, self.ovr)
         self.ended = (self.rank[rows], self.uid[rows])
         if rows.size:

@@ -73,9 +73,9 @@ def finishes(rows: np.ndarray, now: float, rem: np.ndarray, rate: np.ndarray) ->
 
 @numba.njit(cache=True)
 def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarray, rank: np.ndarray,
-             sent: np.ndarray, dirty: np.ndarray, rate: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
-    """End the rows of ``idx`` that are alive with at most ``eps`` bytes left: their bytes left are
-    added to ``sent[rank]`` (row order) and the ranks flagged in ``dirty``; each is marked not
+             dirty: np.ndarray, rate: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
+    """End the rows of ``idx`` that are alive with at most ``eps`` bytes left: their ranks are
+    flagged in ``dirty`` (their bytes sent changed); each is marked not
     alive with 0 bytes left, rate 0 and no fixed rate (NaN). Returns the ended rows (ascending) and
     how many of them had no fixed rate."""
     n = 0
@@ -89,7 +89,6 @@ def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarra
         if alive[i] and rem[i] <= eps[i]:
             out[k] = i
             k += 1
-            sent[rank[i]] += rem[i]
             dirty[rank[i]] = True
             alive[i] = False
             rem[i] = 0.0
