@@ -111,6 +111,11 @@ class Flows:
     version: int = -1
     job_sent: np.ndarray | None = field(default=None, repr=False)  #: bytes sent by each coflow's job
 
+    def __getstate__(self) -> dict:
+        """Pickled (a decision sent to another process) without ``owner``: the backend's whole flow model
+        would travel with it, and it is only its own backend's to read."""
+        return {**self.__dict__, "owner": None}
+
     @property
     def net(self) -> np.ndarray:
         """True for flows that cross the fabric (source and destination servers differ)."""
