@@ -19,5 +19,6 @@ lists the names.
 * ``asrpt-testbed``: the A-SRPT testbed study (§V-A, Fig. 5) on the emulator (:mod:`.asrpt_testbed`);
 * ``profile-load``: profiles of the model presets quiet and beside busy processes (:mod:`.profile_load`);
 * ``wcs-orders``: when ``wcs-duration`` and ``wcs-workload`` can decide differently (:mod:`.wcs_orders`);
-* ``gavel``: Gavel's policies against Gavel's own simulator on the same traces (:mod:`.gavel`).
+* ``gavel``: Gavel's policies against Gavel's own simulator on the same traces (:mod:`.gavel`);
+* ``network-parity``: network policies on the in-process emulator against the flow simulator (:mod:`.network_parity`).
 """

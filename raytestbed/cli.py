@@ -331,8 +331,8 @@ def _cmd_reproduce(args) -> int:
 #: ``raytestbed bench NAME``: the benchmarks and studies of the source tree's ``benchmarks/`` folder (one module
 #: each, ``-`` for ``_``; not part of the installed package)
 BENCHMARKS = ("emu", "sweep", "placement", "sim", "sim-fb", "gadget", "sjfbco", "sjfbco-flow", "fidelity", "emu-scale",
-              "emu-breakdown",
-              "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders", "profile-load", "gavel")
+              "emu-breakdown", "soak-emu", "crosscheck-coflowsim", "asrpt-testbed", "wcs-orders", "profile-load",
+              "gavel", "network-parity")
 
 
 def benchmark_module(name: str) -> str:
@@ -425,8 +425,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     bn = sub.add_parser("bench", help="run a benchmark or study of a source checkout's benchmarks/ folder (emu: the "
                         "emulator's results under host load, and its speed; sweep: a sweep in one process vs on a "
-                        "2-node Ray cluster; placement, sim, sim-fb, gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, "
-                        "soak-emu, crosscheck-coflowsim, asrpt-testbed, wcs-orders, profile-load, gavel)")
+                        "2-node Ray cluster; placement, sim, sim-fb, gadget, sjfbco, sjfbco-flow, fidelity, emu-scale, emu-breakdown, "
+                        "soak-emu, crosscheck-coflowsim, asrpt-testbed, wcs-orders, profile-load, gavel, network-parity)")
     bn.add_argument("name", choices=BENCHMARKS, help="which benchmark")
     bn.add_argument("args", nargs=argparse.REMAINDER, help="options of the benchmark (e.g. --quick)")
     bn.set_defaults(fn=_cmd_bench)

@@ -40,4 +40,4 @@ def test_a_flow_that_reached_its_threshold_before_its_rate_went_to_0_still_ends(
     net.reallocate()
     assert net.complete() == [0]  # job 0's coflow has no flow left
     assert len(net) == 1
-    assert abs(net.sent[0] - GB) < 1e-3
+    assert abs(dict(net.take_sent())[0] - GB) < 1e-3

@@ -15,6 +15,7 @@ Units: bytes, bytes/s.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import chain
@@ -26,6 +27,29 @@ from raytestbed.core.cluster import Cluster
 #: remaining bytes below this are rounded up, so a flow that is (numerically) done
 #: still gets a positive rate and completes at once
 MIN_BYTES = 1.0
+
+
+def finish_time(rem0: float, rate: float, t0: float) -> float:
+    """When (s) a flow that had ``rem0`` bytes left at its anchor time ``t0`` (s) ends at ``rate``
+    (bytes/s): ``t0 + rem0 / rate``; inf at rate 0."""
+    return t0 + rem0 / rate if rate > 0.0 else math.inf
+
+
+def bytes_left(rem0: float, rate: float, t0: float, t: float) -> float:
+    """Bytes left at time ``t`` (s) of a flow anchored at ``t0`` (s) with ``rem0`` bytes left, running
+    at ``rate`` (bytes/s) since: ``rem0 - rate x (t - t0)``, and 0 from :func:`finish_time` on.
+
+    Both backends (the flow simulator's rows, the emulator's fluid model) evaluate a flow's bytes with
+    this one formula from its anchor, and move the anchor (to the bytes left at that time) only when
+    the flow's rate changes and time then passes -- not at every instant they happen to stop at -- so
+    the bytes left and sent that network policies read are the same floats on both, whatever other
+    events each backend steps through. Plain arithmetic: the simulator compiles it (numba)."""
+    if not rate > 0.0:
+        return rem0
+    if t >= t0 + rem0 / rate:
+        return 0.0
+    left = rem0 - rate * (t - t0)
+    return left if left > 0.0 else 0.0
 
 
 class LinkIndex:
@@ -86,6 +110,11 @@ class Flows:
     owner: object = None
     version: int = -1
     job_sent: np.ndarray | None = field(default=None, repr=False)  #: bytes sent by each coflow's job
+
+    def __getstate__(self) -> dict:
+        """Pickled (a decision sent to another process) without ``owner``: the backend's whole flow model
+        would travel with it, and it is only its own backend's to read."""
+        return {**self.__dict__, "owner": None}
 
     @property
     def net(self) -> np.ndarray:

@@ -25,7 +25,14 @@ No Ray, no asyncio: a pure model that the virtual clock (:mod:`raytestbed.emu.vc
 
 :meth:`FluidNet.advance` moves the clock to a target time through every
 completion in between, so completion times are exact in the model whatever
-the delay of the caller's wake-up.  Units: bytes, bytes/s, emulated seconds.
+the delay of the caller's wake-up. A transfer's bytes left are evaluated from
+its anchor (bytes left at the anchor time, rate since:
+:func:`~raytestbed.core.flows.bytes_left`, the flow simulator's formula too);
+the anchor moves only when its rate changed and time then passes (or the new
+rate ends it at once), and a transfer ends at its anchor's
+:func:`~raytestbed.core.flows.finish_time`, so both backends hand network
+policies the same floats whatever instants each stops at.
+Units: bytes, bytes/s, emulated seconds.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from raytestbed.core.cluster import Cluster
+from raytestbed.core.flows import bytes_left, finish_time
 from raytestbed.errors import PolicyError
 from raytestbed.network.allocator import RateAllocator
 from raytestbed.network.connections import connection_key
@@ -67,6 +75,10 @@ class Transfer:
     coflow_bytes: float = 0.0  #: bytes of its whole coflow (``Send.coflow_bytes``)
     num: int = -1  #: its number among its job's flows (:meth:`FluidNet.add`; the flow id policies see)
     policy_rate: float | None = None  #: a network policy's rate for it, bytes/s (None: max-min share)
+    a_t: float = 0.0  #: anchor time, emulated s (:meth:`FluidNet.add`, then when its rate changed)
+    a_rem: float = 0.0  #: bytes left at the anchor time
+    a_rate: float = 0.0  #: its rate since the anchor time, bytes/s
+    fin: float = math.inf  #: when it ends at that rate (``finish_time`` of the anchor), emulated s
 
     def __post_init__(self) -> None:
         self.remaining = float(self.nbytes)
@@ -128,6 +140,7 @@ class FluidNet:
             x.num = next(reversed(mine.values())).num + 1 if mine else 0
         mine[x.tid] = x
         self.by_tid[x.tid] = x
+        x.a_t, x.a_rem, x.a_rate, x.fin = self.t, x.remaining, 0.0, math.inf  # (rate 0 until rates are computed)
         self.version += 1
         if x.policy_rate is not None:
             self.policy_rated += 1
@@ -306,49 +319,57 @@ class FluidNet:
         c = self.conns[x.conn]
         return dict((m.tid, r) for m, r in self._member_rates(c, self.conn_rates()))[x.tid]
 
+    def _per_transfer(self) -> list[tuple[Transfer, float]]:
+        """(transfer, rate now) of every transfer in the model."""
+        rates = self.conn_rates()
+        return [xr for c in self.conns.values() for xr in self._member_rates(c, rates)]
+
+    @staticmethod
+    def _finish(per: list[tuple[Transfer, float]], now: float) -> tuple[float, bool]:
+        """(earliest finish time, whether a rate changed since its transfer's anchor): a transfer whose
+        rate changed finishes as if anchored at ``now`` (emulated s)."""
+        best, changed = math.inf, False
+        for x, r in per:
+            if r != x.a_rate:
+                changed = True
+                f = finish_time(x.remaining, r, now)
+            else:
+                f = x.fin
+            if f < best:
+                best = f
+        return best, changed
+
     def next_finish(self) -> float:
         """Model time (emulated s) of the next completion; inf when none can finish."""
-        best = math.inf
-        rates = self.conn_rates()
-        for c in self.conns.values():
-            if self.policy_rated:
-                for x, r in self._member_rates(c, rates):
-                    if r > 0:
-                        best = min(best, x.remaining / r)
-                continue
-            r = rates[c.key] / len(c.members)
-            if r > 0:
-                best = min(best, min(x.remaining for x in c.members.values()) / r)
-        return self.t + best
+        return self._finish(self._per_transfer(), self.t)[0]
+
+    def _move(self, per: list[tuple[Transfer, float]], t: float) -> None:
+        """Anchor the transfers whose rate changed at the model time, then bring every transfer to ``t``."""
+        for x, r in per:
+            if r != x.a_rate:
+                x.a_t, x.a_rem, x.a_rate = self.t, x.remaining, r
+                x.fin = finish_time(x.remaining, r, self.t)
+        for x, _ in per:
+            x.remaining = bytes_left(x.a_rem, x.a_rate, x.a_t, t)
+        self.t = t
 
     # ------------------------------------------------------------ time
     def advance(self, t_target: float) -> list[Transfer]:
         """Move the model clock to ``t_target`` (emulated s); return transfers completed on the way.
 
-        Steps from completion to completion, recomputing rates after each, so
-        every ``finish_s`` is the exact fluid-model completion time.
+        Steps from completion to completion (the earliest anchored finish time), recomputing rates
+        after each, so every ``finish_s`` is the exact fluid-model completion time.
         """
         done: list[Transfer] = []
         while self.conns:
-            rates = self.conn_rates()
-            step, first = math.inf, None
-            per: list[tuple[Transfer, float]] = []
-            for c in self.conns.values():
-                for x, r in self._member_rates(c, rates):
-                    per.append((x, r))
-                    if r > 0 and x.remaining / r < step:
-                        step, first = x.remaining / r, x
-            if self.t + step > t_target:
-                dt = t_target - self.t
-                if dt > 0:
-                    for x, r in per:
-                        x.remaining -= r * dt
-                    self.t = t_target
+            per = self._per_transfer()
+            t_fin, changed = self._finish(per, self.t)
+            if t_fin > t_target:
+                if t_target > self.t:
+                    self._move(per, t_target)
                 break
-            for x, r in per:
-                x.remaining -= r * step
-            self.t += step
-            first.remaining = 0.0
+            if t_fin > self.t or changed:  # (a new rate that ends a transfer at once: anchored now)
+                self._move(per, max(t_fin, self.t))
             for x, _ in per:
                 if x.remaining <= max(_EPS_BYTES, 1e-12 * x.nbytes):
                     x.remaining = 0.0

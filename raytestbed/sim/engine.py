@@ -207,7 +207,6 @@ class Simulator(EventCore):
         self._egress = np.array([s.nic_egress_bps for s in cluster.servers], dtype=float)
         self._ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
         self._net_version = 0
-        self._net_last = 0.0
         self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
         self._coflows_synced = None
         #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
@@ -276,8 +275,7 @@ class Simulator(EventCore):
         if t < self.state.now - 1e-9:
             raise RuntimeError(f"time went backwards: {t} < {self.state.now}")
         if self._net is not None:
-            self._net.advance(t - self._net_last)
-        self._net_last = max(self._net_last, t)
+            self._net.advance(t)
         self.state.now = max(self.state.now, t)
 
     def drain(self) -> None:
@@ -744,15 +742,10 @@ class Simulator(EventCore):
             net.stale = True
             return
         net.reallocate()
-        t_next = net.next_completion()
-        if math.isfinite(t_next):
-            when = self.state.now + t_next  # (exactly as the emulator's fluid model steps, no minimum step)
-            if when <= self.state.now:
-                # the completion is closer than the clock can tell apart at this time (a flow of a few
-                # bytes left on a fast link, late in a long run): the next representable instant, in which
-                # the flow moves more than its bytes left; otherwise time would stand still forever
-                when = math.nextafter(self.state.now, math.inf)
-            self.push(when, P_DONE, ("net", self._net_version))
+        when = net.next_completion()  # (the earliest anchored finish time, as the emulator's fluid model's)
+        if math.isfinite(when):
+            # a flow whose new rate ends it within the clock's resolution ends now (FlowNet.complete)
+            self.push(max(when, self.state.now), P_DONE, ("net", self._net_version))
 
     def _sync_coflows(self) -> None:
         """Bring ``state.coflows`` up to date with the flows' bytes left now (the view calls this)."""

@@ -12,12 +12,16 @@ where it set none).
   and run at ``intra_bps``.
 * **Rates** are recomputed only when their inputs changed (flows added or removed, job weights,
   policy rates): otherwise the last ones are exactly what a recomputation would give.
-* **Progress** (:meth:`FlowNet.advance`) moves every flow by rate x dt at once; completions
-  (:meth:`FlowNet.complete`) end every flow at or below its threshold in one step. Both, and the
-  search for the next completion, visit only the rows with a positive rate (kept as an index
-  until rows or rates change): a row at rate 0 cannot reach its threshold, except a row added
-  at or below it, or one that got there before its rate went to 0 -- then the next completion
-  step looks at every row. Ended rows stay (rate 0, not alive) until they are many or a policy
+* **Progress** (:meth:`FlowNet.advance`) brings every flow to a time from its anchor (bytes left
+  at the anchor time, rate since: :func:`~raytestbed.core.flows.bytes_left`, the formula the
+  emulator's fluid model uses); a row is anchored again only when its rate changed and time then
+  passes (or a flow ends at once at its new rate), so its bytes do not depend on the other instants
+  the simulation stops at. Completions (:meth:`FlowNet.complete`) end every flow at or below its
+  threshold in one step; the next completion is the earliest anchored finish time
+  (:func:`~raytestbed.core.flows.finish_time`). These visit only the rows with a positive rate
+  (kept as an index until rows or rates change): a row at rate 0 cannot reach its threshold,
+  except a row added at or below it, or one that got there before its rate went to 0 -- then the
+  next completion step looks at every row. Ended rows stay (rate 0, not alive) until they are many or a policy
   reads the table, then go in one compaction.
 
 Units: bytes, bytes/s, seconds.
@@ -39,7 +43,7 @@ from raytestbed.sim import kernels
 _EPS_BYTES = 1e-6  #: a flow with at most this many bytes left is complete (or 1e-12 of its size if larger)
 
 _INT_COLS = ("uid", "rank", "num", "src", "dst", "grp")
-_FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr", "share")
+_FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr", "share", "rem0", "t0", "arate", "fin")
 _COLS = _INT_COLS + _FLOAT_COLS + ("alive",)
 
 
@@ -74,12 +78,13 @@ class FlowNet:
         self.alive = np.zeros(0, dtype=bool)
         self.n_dead = 0  #: ended rows not yet compacted away
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
-        self.sent = np.zeros(len(order))  #: bytes each job (by rank) sent in its current run
-        self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose ``sent`` changed since the last sync
+        self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose bytes sent changed since the last sync (:meth:`take_sent`)
         #: bytes of each job's (by rank) flows that ended in its current run, their sizes summed in the order
         #: they ended (with the bytes its flows in flight moved: what it sent, counted as the emulator counts)
         self.done = np.zeros(len(order))
         self._next_uid = 0
+        self.now = 0.0  #: the time (s) the rows' bytes left are of
+        self._pending = False  #: rates were set since the rows were last anchored
         self.version = 0  #: changes whenever rows are added or removed
         self._moved = 0  #: changes whenever bytes move
         self.stale = True  #: rates must be recomputed
@@ -100,9 +105,7 @@ class FlowNet:
         self._eps_max = _EPS_BYTES  #: >= every row's completion threshold (bytes)
         self._due_rows: np.ndarray | None = np.zeros(0, np.int64)  #: rows the last advance left at their threshold
         self._advances = 0  #: advances since the last completion step
-        self._next: float | None = None  #: seconds to the next completion (None: find it again)
-        self._order: list | None = None  #: [moving rows by seconds to completion, those seconds, first, progress s]
-        self._asked = -1  #: progress count (``_moved``) of the last search for the next completion at these rates
+        self._next: float | None = None  #: time (s) of the next completion (None: find it again)
         #: (job ranks, keys) of the flows the last completion step ended, in row order (by job)
         self.ended = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
 
@@ -223,6 +226,7 @@ class FlowNet:
             "src": src, "dst": dst, "grp": grp,
             "rem": vol.copy(), "total": vol, "eps": eps,
             "rate": np.zeros(m), "ovr": np.full(m, np.nan), "share": np.ones(m), "alive": np.ones(m, dtype=bool),
+            "rem0": vol.copy(), "t0": np.full(m, self.now), "arate": np.zeros(m), "fin": np.full(m, np.inf),
         }
         self._next_uid += m
         self.live_count[r] += m
@@ -271,8 +275,6 @@ class FlowNet:
         self._moving = None
         self._due_rows = None
         self._next = None
-        self._order = None
-        self._asked = -1
         if self._due:
             self._scan_all = True
 
@@ -303,7 +305,6 @@ class FlowNet:
     def start_job(self, jid: int) -> None:
         """Job ``jid`` starts a run: its bytes sent count from 0."""
         r = self.rank_of[jid]
-        self.sent[r] = 0.0
         self.done[r] = 0.0
         self.sent_dirty[r] = False
 
@@ -339,6 +340,10 @@ class FlowNet:
             return
         r = self.rank_of[jid]
         self.compact()
+        saved = dict(saved)
+        m = saved["rem"].size  # anchored again now, at rate 0 until the next allocation
+        saved.update(rem0=saved["rem"].copy(), t0=np.full(m, self.now), arate=np.zeros(m), rate=np.zeros(m),
+                     fin=np.full(m, np.inf))
         pos = int(np.searchsorted(self.rank, r, side="left"))
         for c in _COLS:
             old = getattr(self, c)
@@ -360,19 +365,43 @@ class FlowNet:
         return self._blocks
 
     # ------------------------------------------------------------------ progress
-    def advance(self, dt: float) -> None:
-        """Move every flow by min(bytes left, rate x dt) (``dt`` seconds), adding to ``sent``."""
-        if dt <= 0 or self.rem.size == 0:
+    def advance(self, t: float) -> None:
+        """Bring every flow to time ``t`` (s) from its anchor (rows whose rate changed since are
+        anchored first, at the time they were last brought to)."""
+        if t <= self.now:
             return
-        due = kernels.advance(dt, self._moving_rows(), self.rem, self.rate, self.rank, self.sent, self.sent_dirty,
-                              self.eps, self._eps_max)
+        if self.rem.size == 0:
+            self.now = t
+            return
+        if self._pending:
+            self._anchor()
+        due = kernels.advance(t, self._moving_rows(), self.rem, self.rem0, self.t0, self.rate, self.rank,
+                              self.sent_dirty, self.eps, self._eps_max)
+        self.now = t
         self._due += due.size
         self._due_rows = due
         self._advances += 1
         self._next = None
         self._moved += 1
-        if self._order is not None:
-            self._order[3] += dt
+
+    def _anchor(self) -> None:
+        """Anchor the rows whose rate changed since their anchor at :attr:`now` (their bytes left now)."""
+        rows = np.flatnonzero(self.rate != self.arate)
+        if rows.size:
+            kernels.reanchor(rows, self.now, self.rem, self.rem0, self.t0, self.arate, self.rate, self.fin)
+        self._pending = False
+
+    def _finish_now(self) -> None:
+        """Rows whose new rate ends them at once (finish time at :attr:`now`): anchor every changed row
+        now and bring those to 0 bytes left, as the fluid model does."""
+        rows = np.flatnonzero((self.rate != self.arate) & (self.rate > 0.0))
+        if rows.size == 0 or not np.any(kernels.finishes(rows, self.now, self.rem, self.rate) <= self.now):
+            return
+        self._anchor()
+        kernels.advance(self.now, rows, self.rem, self.rem0, self.t0, self.rate, self.rank, self.sent_dirty,
+                        self.eps, self._eps_max)
+        self._scan_all = True
+        self._moved += 1
 
     def take_sent(self) -> list[tuple[int, float]]:
         """[(job rank, bytes sent in its current run)] of the jobs whose count changed since the last call."""
@@ -393,6 +422,8 @@ class FlowNet:
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
         Returns the job ranks whose coflow has no flow left, by coflow start."""
+        if self._pending:
+            self._finish_now()
         if self._scan_all:
             rows_in = np.arange(self.rem.size)
         elif self._due_rows is not None and self._advances <= 1:
@@ -402,11 +433,14 @@ class FlowNet:
         self._scan_all = False
         self._due = 0
         self._advances = 0
-        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
+        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank,
                                             self.sent_dirty, self.rate, self.ovr)
         self.ended = (self.rank[rows], self.uid[rows])
         if rows.size:
             self._next = None
+            self.rem0[rows] = 0.0
+            self.arate[rows] = 0.0
+            self.fin[rows] = np.inf
         self._due_rows = np.zeros(0, np.int64)
         if rows.size == 0:
             return []
@@ -438,22 +472,20 @@ class FlowNet:
         return self._free
 
     def next_completion(self) -> float:
-        """Seconds until the first flow at a positive rate is done (inf if none moves)."""
-        moving = self._moving_rows()
+        """Time (s) when the first flow at a positive rate is done (inf if none moves): the earliest
+        finish time of the rows' anchors (a row whose rate changed: anchored at :attr:`now`)."""
         if self._next is None:
-            if self._order is None and self._asked >= 0 and self._asked != self._moved:
-                # the rates outlived a step: sort the moving rows by their time to completion once
-                rows = moving[self.rate[moving] > 0.0]
-                t0 = self.rem[rows] / self.rate[rows]
-                by = np.argsort(t0, kind="stable")
-                self._order = [rows[by], t0[by], 0, 0.0]
-            if self._order is not None:
-                order, t0, start, shift = self._order
-                t, self._order[2] = kernels.next_from_order(order, t0, start, shift, self.rem, self.rate)
+            moving = self._moving_rows()
+            if moving.size == 0:
+                self._next = float("inf")
             else:
-                t = kernels.next_completion(moving, self.rem, self.rate)
-            self._next = float(t)
-            self._asked = self._moved
+                fin = self.fin[moving]
+                if self._pending:
+                    changed = self.rate[moving] != self.arate[moving]
+                    if changed.any():
+                        fin = fin.copy()
+                        fin[changed] = kernels.finishes(moving[changed], self.now, self.rem, self.rate)
+                self._next = float(fin.min())
         return self._next
 
     # ------------------------------------------------------------------ rates
@@ -536,10 +568,11 @@ class FlowNet:
                 self._checked = True
                 cap = np.maximum(cap - used, 1e-9 * cap)
         buf = self._moving_buffer()
-        n, t_next = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, self.share, glinks, cap, ptr,
+        n, _ = net_rates(self.grp, self.alive, self.ovr, self.rank, self.job_w, self.share, glinks, cap, ptr,
                               members, self.intra_bps, self.rem, self.rate, buf, self._group_scratch())
         self._forget_moving()
-        self._moving, self._next = buf[:n], float(t_next)
+        self._moving = buf[:n]
+        self._pending = True
 
     def _n_fixed(self) -> int:
         """Rows with a policy rate (counted again after rows or policy rates changed)."""

@@ -1,11 +1,11 @@
 """Compiled (numba) passes of the flow simulator over its flow arrays (:mod:`raytestbed.sim.flownet`).
 
-One pass per event instead of a dozen numpy passes: move the flows (and note those at their
-threshold), end the completed ones, find the next completion. The passes visit the rows in
-``idx`` (ascending): the rows with a positive rate, since only they move; while the rates last,
-the next completion is a short search of those rows sorted by time to completion
-(:func:`next_from_order`). Rows are grouped by job rank (all rows of a job are adjacent). Units:
-bytes, bytes/s, seconds.
+One pass per event instead of a dozen numpy passes: bring the flows to a time from their anchors
+(and note those at their threshold), anchor the rows whose rate changed, end the completed ones.
+Each row's bytes are :func:`~raytestbed.core.flows.bytes_left` of its anchor, compiled here from
+the one definition the emulator's fluid model uses too. The passes visit the rows in ``idx``
+(ascending): the rows with a positive rate, since only they move. Rows are grouped by job rank
+(all rows of a job are adjacent). Units: bytes, bytes/s, seconds.
 """
 
 from __future__ import annotations
@@ -13,51 +13,69 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from raytestbed.core.flows import bytes_left, finish_time
+
+
+_left = numba.njit(cache=True)(bytes_left)
+_finish = numba.njit(cache=True)(finish_time)
+
 
 @numba.njit(cache=True)
-def advance(dt: float, idx: np.ndarray, rem: np.ndarray, rate: np.ndarray, rank: np.ndarray, sent: np.ndarray,
-            dirty: np.ndarray, eps: np.ndarray, eps_max: float) -> np.ndarray:  # pragma: no cover - compiled
-    """Move every row of ``idx`` by min(rem, rate x dt), adding what it sent to ``sent[rank]``
-    (bytes, flow by flow in row order) and flagging the rank in ``dirty``. Returns the rows of
-    ``idx`` at a positive rate (so alive) with at most ``eps`` bytes left now, ascending
-    (``eps_max`` >= every ``eps``: ``eps`` is read only for rows that close to their end)."""
+def advance(t: float, idx: np.ndarray, rem: np.ndarray, rem0: np.ndarray, t0: np.ndarray, rate: np.ndarray,
+            rank: np.ndarray, dirty: np.ndarray, eps: np.ndarray, eps_max: float) -> np.ndarray:  # pragma: no cover - compiled
+    """Bring every row of ``idx`` to time ``t`` (s): ``rem`` = :func:`~raytestbed.core.flows.bytes_left`
+    of its anchor (``rem0`` bytes at ``t0`` s, ``rate`` bytes/s since), flagging in ``dirty`` the
+    ranks whose bytes moved. Returns the rows of ``idx`` at a positive rate (so alive) with at most
+    ``eps`` bytes left now, ascending (``eps_max`` >= every ``eps``: ``eps`` is read only for rows
+    that close to their end)."""
     due = np.empty(idx.size, np.int64)  # (untouched beyond the first n: no page faults)
     n = 0
-    k = -1  # the rank whose bytes sent are summed in ``acc`` (rows of a rank are adjacent)
-    acc = 0.0
+    k = -1
     for j in range(idx.size):
         i = idx[j]
         r = rate[i]
         if not r > 0.0:
             continue
-        x = r * dt
-        left = rem[i]
-        if x > 0.0:
-            if x > left:
-                x = left
-            left = left - x
+        left = _left(rem0[i], r, t0[i], t)
+        if left != rem[i]:
             rem[i] = left
             if rank[i] != k:
-                if k >= 0:
-                    sent[k] = acc
                 k = rank[i]
-                acc = sent[k]
                 dirty[k] = True
-            acc += x
         if left <= eps_max:
             if left <= eps[i]:
                 due[n] = i
                 n += 1
-    if k >= 0:
-        sent[k] = acc
     return due[:n]
 
 
 @numba.njit(cache=True)
+def reanchor(rows: np.ndarray, now: float, rem: np.ndarray, rem0: np.ndarray, t0: np.ndarray, arate: np.ndarray,
+             rate: np.ndarray, fin: np.ndarray) -> None:  # pragma: no cover - compiled
+    """Anchor ``rows`` at ``now`` (s): their bytes left now, their new ``rate`` (bytes/s) and its
+    :func:`~raytestbed.core.flows.finish_time`."""
+    for i in rows:
+        rem0[i] = rem[i]
+        t0[i] = now
+        arate[i] = rate[i]
+        fin[i] = _finish(rem[i], rate[i], now)
+
+
+@numba.njit(cache=True)
+def finishes(rows: np.ndarray, now: float, rem: np.ndarray, rate: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
+    """:func:`~raytestbed.core.flows.finish_time` of ``rows`` anchored at ``now`` (s) at ``rate``."""
+    out = np.empty(rows.size)
+    for j in range(rows.size):
+        i = rows[j]
+        out[j] = _finish(rem[i], rate[i], now)
+    return out
+
+
+@numba.njit(cache=True)
 def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarray, rank: np.ndarray,
-             sent: np.ndarray, dirty: np.ndarray, rate: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
-    """End the rows of ``idx`` that are alive with at most ``eps`` bytes left: their bytes left are
-    added to ``sent[rank]`` (row order) and the ranks flagged in ``dirty``; each is marked not
+             dirty: np.ndarray, rate: np.ndarray, fixed: np.ndarray) -> tuple[np.ndarray, int]:  # pragma: no cover - compiled
+    """End the rows of ``idx`` that are alive with at most ``eps`` bytes left: their ranks are
+    flagged in ``dirty`` (their bytes sent changed); each is marked not
     alive with 0 bytes left, rate 0 and no fixed rate (NaN). Returns the ended rows (ascending) and
     how many of them had no fixed rate."""
     n = 0
@@ -71,7 +89,6 @@ def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarra
         if alive[i] and rem[i] <= eps[i]:
             out[k] = i
             k += 1
-            sent[rank[i]] += rem[i]
             dirty[rank[i]] = True
             alive[i] = False
             rem[i] = 0.0
@@ -83,19 +100,6 @@ def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarra
 
 
 @numba.njit(cache=True)
-def next_completion(idx: np.ndarray, rem: np.ndarray, rate: np.ndarray) -> float:  # pragma: no cover - compiled
-    """min over rows of ``idx`` with rate > 0 of rem / rate, seconds (inf if none)."""
-    best = np.inf
-    for i in idx:
-        r = rate[i]
-        if r > 0.0:
-            t = rem[i] / r
-            if t < best:
-                best = t
-    return best
-
-
-@numba.njit(cache=True)
 def free_alive(alive: np.ndarray, fixed: np.ndarray) -> int:  # pragma: no cover - compiled
     """Rows that are alive without a fixed rate (NaN)."""
     n = 0
@@ -103,27 +107,3 @@ def free_alive(alive: np.ndarray, fixed: np.ndarray) -> int:  # pragma: no cover
         if alive[i] and np.isnan(fixed[i]):
             n += 1
     return n
-
-
-@numba.njit(cache=True)
-def next_from_order(order: np.ndarray, t0: np.ndarray, start: int, shift: float, rem: np.ndarray,
-                    rate: np.ndarray) -> tuple[float, int]:  # pragma: no cover - compiled
-    """:func:`next_completion` over the rows ``order[start:]``, sorted by ``t0`` (their rem / rate when
-    the rates were set), ``shift`` seconds of progress later: a row's rem / rate now is t0 - shift up
-    to rounding, so the rows are visited in ``t0`` order until t0 - shift exceeds the best found by
-    more than the rounding bound. Returns that minimum (inf if none) and the first position whose
-    row still moves (the rows before it have ended: rate 0)."""
-    n = order.size
-    while start < n and not rate[order[start]] > 0.0:
-        start += 1
-    best = np.inf
-    for k in range(start, n):
-        if t0[k] - shift > best + 1e-8 * (t0[k] + shift) + 1e-15:
-            break
-        i = order[k]
-        r = rate[i]
-        if r > 0.0:
-            t = rem[i] / r
-            if t < best:
-                best = t
-    return best, start
