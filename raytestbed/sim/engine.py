@@ -550,7 +550,7 @@ class Simulator(EventCore):
 
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
         return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
-                           lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at,
+                           lambda uids, shares: net.set_shares(jid, uids, shares), wake_at, iteration_at,
                            coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])),
                            speeds=self.speeds)
 

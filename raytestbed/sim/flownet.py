@@ -40,7 +40,6 @@ _EPS_BYTES = 1e-6  #: a flow with at most this many bytes left is complete (or 1
 
 _INT_COLS = ("uid", "rank", "num", "src", "dst", "grp")
 _FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr", "share")
-_COLS = _INT_COLS + _FLOAT_COLS + ("alive",)
 
 
 class FlowNet:
@@ -67,11 +66,11 @@ class FlowNet:
         self._pair_dict: dict[int, int] = {}
         self._glinks = np.full((64, self._k), -1, dtype=np.int64)
         self._n_groups = 0
-        for c in _INT_COLS:
-            setattr(self, c, np.zeros(0, dtype=np.int64))
-        for c in _FLOAT_COLS:
-            setattr(self, c, np.zeros(0))
-        self.alive = np.zeros(0, dtype=bool)
+        # the columns live in two blocks, one row per column (``_ints``: int64, ``_floats``: float64), and
+        # ``alive``; each column's attribute is a view of its row, so inserting or dropping rows is three
+        # array operations (:meth:`_set_rows`)
+        self._set_rows(np.zeros((len(_INT_COLS), 0), dtype=np.int64), np.zeros((len(_FLOAT_COLS), 0)),
+                       np.zeros(0, dtype=bool))
         self.n_dead = 0  #: ended rows not yet compacted away
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
         self.sent = np.zeros(len(order))  #: bytes each job (by rank) sent in its current run
@@ -191,15 +190,33 @@ class FlowNet:
             first = int(self.num[b - 1]) + 1 if b > a else 0
         return self._insert(r, src, dst, vol, first, after=True)
 
-    def set_shares(self, jid: int, keys: np.ndarray, share: float) -> None:
-        """The flows ``keys`` of job ``jid`` are members of one connection: each gets ``share`` of its rate."""
+    def set_shares(self, jid: int, keys, shares) -> None:
+        """The flows ``keys`` of job ``jid`` each get their ``shares`` (their parts of their connections' rates)."""
         self.compact()
         r = self.rank_of[jid]
         a, b = np.searchsorted(self.rank, [r, r + 1])
-        rows = a + np.flatnonzero(np.isin(self.uid[a:b], keys))
-        if np.any(self.share[rows] != share):
-            self.share[rows] = share
+        sub = self.uid[a:b]
+        keys = np.asarray(keys, dtype=np.int64)
+        order = np.argsort(sub, kind="stable")
+        rows = a + order[np.minimum(np.searchsorted(sub, keys, sorter=order), max(sub.size - 1, 0))]
+        if keys.size and (sub.size == 0 or np.any(self.uid[rows] != keys)):
+            raise KeyError(f"job {jid}: no active flow {keys[np.argmax(self.uid[rows] != keys)] if sub.size else keys[0]}")
+        shares = np.asarray(shares, dtype=float)
+        if np.any(self.share[rows] != shares):
+            self.share[rows] = shares
             self.stale = True
+
+    def _set_rows(self, ints: np.ndarray, floats: np.ndarray, alive: np.ndarray) -> None:
+        """Make these blocks the table (their rows the columns ``_INT_COLS``, ``_FLOAT_COLS``)."""
+        self._ints, self._floats, self.alive = ints, floats, alive
+        self.uid, self.rank, self.num, self.src, self.dst, self.grp = ints
+        self.rem, self.total, self.eps, self.rate, self.ovr, self.share = floats
+
+    def _splice(self, pos: int, ints: np.ndarray, floats: np.ndarray, alive: np.ndarray) -> None:
+        """Insert the rows of these blocks before row ``pos``."""
+        self._set_rows(np.concatenate([self._ints[:, :pos], ints, self._ints[:, pos:]], axis=1),
+                       np.concatenate([self._floats[:, :pos], floats, self._floats[:, pos:]], axis=1),
+                       np.concatenate([self.alive[:pos], alive, self.alive[pos:]]))
 
     def _insert(self, r: int, src, dst, vol, first_num: int, after: bool) -> np.ndarray:
         """Insert flows of job rank ``r`` (numbered from ``first_num``) before or after its rows; their keys."""
@@ -209,38 +226,40 @@ class FlowNet:
             return np.zeros(0, dtype=np.int64)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
-        grp = np.full(m, -1, dtype=np.int64)
+        ints = np.empty((len(_INT_COLS), m), dtype=np.int64)
+        uids, rank, num, isrc, idst, grp = ints
+        uids[:] = np.arange(self._next_uid, self._next_uid + m)
+        rank[:] = r
+        num[:] = np.arange(first_num, first_num + m)
+        isrc[:] = src
+        idst[:] = dst
+        grp[:] = -1
         fab = src != dst
         if fab.any():
             grp[fab] = self._groups_of(src[fab], dst[fab])
-        eps = np.maximum(_EPS_BYTES, 1e-12 * vol)
+        floats = np.empty((len(_FLOAT_COLS), m))
+        rem, total, eps, rate, ovr, share = floats
+        rem[:] = vol
+        total[:] = vol
+        np.maximum(_EPS_BYTES, 1e-12 * vol, out=eps)
+        rate[:] = 0.0
+        ovr[:] = np.nan
+        share[:] = 1.0
         self._eps_max = max(self._eps_max, float(eps.max()))
-        uids = np.arange(self._next_uid, self._next_uid + m, dtype=np.int64)
-        new = {
-            "uid": uids,
-            "rank": np.full(m, r, dtype=np.int64),
-            "num": np.arange(first_num, first_num + m, dtype=np.int64),
-            "src": src, "dst": dst, "grp": grp,
-            "rem": vol.copy(), "total": vol, "eps": eps,
-            "rate": np.zeros(m), "ovr": np.full(m, np.nan), "share": np.ones(m), "alive": np.ones(m, dtype=bool),
-        }
         self._next_uid += m
         self.live_count[r] += m
         self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
         self.compact()
         pos = int(np.searchsorted(self.rank, r, side="right" if after else "left"))
-        for c, arr in new.items():
-            old = getattr(self, c)
-            setattr(self, c, np.concatenate([old[:pos], arr, old[pos:]]))
+        self._splice(pos, ints, floats, np.ones(m, dtype=bool))
         self._changed()
-        return uids
+        return uids.copy()
 
     def _keep(self, keep: np.ndarray) -> None:
         gone = int(keep.size - np.count_nonzero(keep))
         if gone == 0:
             return
-        for c in _COLS:
-            setattr(self, c, getattr(self, c)[keep])
+        self._set_rows(np.compress(keep, self._ints, axis=1), np.compress(keep, self._floats, axis=1), self.alive[keep])
         self.n_dead = int(self.alive.size - np.count_nonzero(self.alive))
         self._changed()
 
@@ -318,31 +337,29 @@ class FlowNet:
             keep[a:b] = False
             self._keep(keep)
 
-    def detach(self, jid: int) -> dict[str, np.ndarray]:
+    def detach(self, jid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Take job ``jid``'s flows out of the network as they are (a fast-forward window,
         :mod:`raytestbed.sim.fastforward`: they neither move nor take capacity until :meth:`attach`
         puts them back); its open coflow, its counts and its bytes sent stay. Returns the rows."""
         r = self.rank_of[jid]
         self.compact()
         a, b = np.searchsorted(self.rank, [r, r + 1])
-        saved = {c: getattr(self, c)[a:b].copy() for c in _COLS}
+        saved = (self._ints[:, a:b].copy(), self._floats[:, a:b].copy(), self.alive[a:b].copy())
         if b > a:
             keep = np.ones(self.rank.size, dtype=bool)
             keep[a:b] = False
             self._keep(keep)
         return saved
 
-    def attach(self, jid: int, saved: dict[str, np.ndarray]) -> None:
+    def attach(self, jid: int, saved: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Put back the rows :meth:`detach` took from job ``jid`` (same keys, bytes left and shares;
         their rates are computed again)."""
-        if saved["rem"].size == 0:
+        if saved[2].size == 0:
             return
         r = self.rank_of[jid]
         self.compact()
         pos = int(np.searchsorted(self.rank, r, side="left"))
-        for c in _COLS:
-            old = getattr(self, c)
-            setattr(self, c, np.concatenate([old[:pos], saved[c], old[pos:]]))
+        self._splice(pos, *saved)
         self._scan_all = True  # (a row may sit at its threshold)
         self._changed()
 
@@ -383,12 +400,18 @@ class FlowNet:
         # bytes of the ended flows (their sizes) plus what the flows in flight moved (size - bytes left), not the
         # running sum of rate x dt, whose rounding depends on how time was cut into steps: two jobs that sent
         # the same bytes then tie exactly, as on the emulator (emu/flowview.py), and a policy breaks the tie alike
-        moving = np.where(self.alive, self.total - self.rem, 0.0)
+        # (per rank: the sum over its block of rows, as ``np.add.reduceat`` over every block sums it)
         first, counts, rk = self.blocks()
-        out = self.done.copy()
-        if first.size:
-            out[rk] += np.add.reduceat(moving, first)
-        return list(zip(ranks.tolist(), out[ranks].tolist()))
+        at = np.searchsorted(rk, ranks).tolist()
+        out = []
+        for r, p in zip(ranks.tolist(), at):
+            v = self.done[r]
+            if p < rk.size and rk[p] == r:
+                a = int(first[p])
+                b = a + int(counts[p])
+                v = v + np.add.reduceat(np.where(self.alive[a:b], self.total[a:b] - self.rem[a:b], 0.0), [0])[0]
+            out.append((r, float(v)))
+        return out
 
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
