@@ -530,10 +530,8 @@ class Simulator(EventCore):
         jid, ver, net = job.job_id, run.version, self._net
 
         def start_flows(transfers) -> np.ndarray:
-            src = np.array([x.src_server for x in transfers], dtype=np.int64)
-            dst = np.array([x.dst_server for x in transfers], dtype=np.int64)
-            return net.add_flows(jid, (jid, ver, 0), src, dst, np.array([x.nbytes for x in transfers]),
-                                 self.state.now)
+            return net.add_flows(jid, (jid, ver, 0), [x.src_server for x in transfers],
+                                 [x.dst_server for x in transfers], [x.nbytes for x in transfers], self.state.now)
 
         def wake_at(t: float, idx: int) -> None:
             self.push(t, P_DONE, ("wstep", jid, ver, idx))
@@ -557,11 +555,16 @@ class Simulator(EventCore):
     def _worker_flows_done(self, ranks: np.ndarray, uids: np.ndarray) -> None:
         """Hand the ended flows (``ranks``: their jobs' ranks, non-decreasing) of worker-by-worker runs to
         their runs, by job."""
-        cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
-        for r, keys in zip(ranks[np.r_[0, cut]].tolist(), np.split(uids, cut)):
+        ranks, uids = ranks.tolist(), uids.tolist()
+        a, n = 0, len(ranks)
+        while a < n:
+            r, b = ranks[a], a + 1
+            while b < n and ranks[b] == r:
+                b += 1
             run = self._runs.get(int(self._net.jid_of_rank[r]))
             if run is not None and run.workers is not None:
-                run.workers.flows_done(self.state.now, keys.tolist())
+                run.workers.flows_done(self.state.now, uids[a:b])
+            a = b
 
     def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
         """An iteration of a worker-by-worker run ended now (every worker finished it)."""

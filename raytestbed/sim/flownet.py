@@ -25,6 +25,7 @@ Units: bytes, bytes/s, seconds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -36,6 +37,7 @@ from raytestbed.core.state import CoflowInfo, FlowInfo
 from raytestbed.errors import PolicyError
 from raytestbed.sim import kernels
 
+_NO_ROWS = np.zeros(0, dtype=np.int64)  #: no rows (never written to)
 _EPS_BYTES = 1e-6  #: a flow with at most this many bytes left is complete (or 1e-12 of its size if larger)
 
 _INT_COLS = ("uid", "rank", "num", "src", "dst", "grp")
@@ -178,7 +180,7 @@ class FlowNet:
         (:mod:`raytestbed.sim.pipeline_workers`). Returns the new flows' keys."""
         r = self.rank_of[jid]
         cur = self.coflow.get(r)
-        add = sum(np.asarray(vol, dtype=float).tolist(), 0.0)
+        add = sum(vol.tolist() if isinstance(vol, np.ndarray) else [float(v) for v in vol], 0.0)
         if cur is None:
             self._seq += 1
             self.coflow[r] = (coflow_id, self._seq, now, add)
@@ -220,12 +222,25 @@ class FlowNet:
 
     def _insert(self, r: int, src, dst, vol, first_num: int, after: bool) -> np.ndarray:
         """Insert flows of job rank ``r`` (numbered from ``first_num``) before or after its rows; their keys."""
-        vol = np.asarray(vol, dtype=float)
-        m = int(vol.size)
+        m = len(vol)
         if m == 0:
             return np.zeros(0, dtype=np.int64)
+        ints, floats = (self._new_rows_few if m <= 32 else self._new_rows)(r, src, dst, vol, first_num)
+        self._next_uid += m
+        self.live_count[r] += m
+        self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
+        self.compact()
+        pos = int(np.searchsorted(self.rank, r, side="right" if after else "left"))
+        self._splice(pos, ints, floats, np.ones(m, dtype=bool))
+        self._changed()
+        return ints[0].copy()
+
+    def _new_rows(self, r: int, src, dst, vol, first_num: int) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks (``_INT_COLS``, ``_FLOAT_COLS``) of new rows of job rank ``r``."""
+        vol = np.asarray(vol, dtype=float)
         src = np.asarray(src, dtype=np.int64)
         dst = np.asarray(dst, dtype=np.int64)
+        m = vol.size
         ints = np.empty((len(_INT_COLS), m), dtype=np.int64)
         uids, rank, num, isrc, idst, grp = ints
         uids[:] = np.arange(self._next_uid, self._next_uid + m)
@@ -246,14 +261,31 @@ class FlowNet:
         ovr[:] = np.nan
         share[:] = 1.0
         self._eps_max = max(self._eps_max, float(eps.max()))
-        self._next_uid += m
-        self.live_count[r] += m
-        self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
-        self.compact()
-        pos = int(np.searchsorted(self.rank, r, side="right" if after else "left"))
-        self._splice(pos, ints, floats, np.ones(m, dtype=bool))
-        self._changed()
-        return uids.copy()
+        return ints, floats
+
+    def _new_rows_few(self, r: int, src, dst, vol, first_num: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_new_rows` built from lists (the same values): for a few flows, where numpy's cost per
+        call would dominate."""
+        vol = [float(v) for v in (vol.tolist() if isinstance(vol, np.ndarray) else vol)]
+        src = [int(v) for v in (src.tolist() if isinstance(src, np.ndarray) else src)]
+        dst = [int(v) for v in (dst.tolist() if isinstance(dst, np.ndarray) else dst)]
+        m, n, pairs = len(vol), self._n, self._pair_group
+        if pairs is not None:
+            grp = [-1 if s == d else int(pairs[s * n + d]) for s, d in zip(src, dst)]
+        else:
+            grp = [-1 if s == d else self._pair_dict.get(s * n + d, -1) for s, d in zip(src, dst)]
+        fab = [k for k in range(m) if src[k] != dst[k]]
+        if any(grp[k] < 0 for k in fab):  # a new server pair: its group (as :meth:`_new_rows` numbers it)
+            g = self._groups_of(np.array([src[k] for k in fab], dtype=np.int64),
+                                np.array([dst[k] for k in fab], dtype=np.int64)).tolist()
+            for k, gk in zip(fab, g):
+                grp[k] = gk
+        eps = [max(_EPS_BYTES, 1e-12 * v) for v in vol]
+        self._eps_max = max(self._eps_max, max(eps))
+        u0 = self._next_uid
+        ints = np.array([range(u0, u0 + m), [r] * m, range(first_num, first_num + m), src, dst, grp], dtype=np.int64)
+        floats = np.array([vol, vol, eps, [0.0] * m, [math.nan] * m, [1.0] * m], dtype=float)
+        return ints, floats
 
     def _keep(self, keep: np.ndarray) -> None:
         gone = int(keep.size - np.count_nonzero(keep))
@@ -425,22 +457,15 @@ class FlowNet:
         self._scan_all = False
         self._due = 0
         self._advances = 0
-        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank, self.sent,
-                                            self.sent_dirty, self.rate, self.ovr)
-        self.ended = (self.rank[rows], self.uid[rows])
-        if rows.size:
-            self._next = None
-        self._due_rows = np.zeros(0, np.int64)
+        rows, ranks, keys, free_ended, emptied = kernels.end_done_books(
+            rows_in, self.rem, self.eps, self.alive, self.rank, self.uid, self.total, self.sent, self.sent_dirty,
+            self.rate, self.ovr, self.done, self.live_count)
+        self.ended = (ranks, keys)
+        self._due_rows = _NO_ROWS
         if rows.size == 0:
             return []
-        ranks = self.rank[rows]
-        for r, b in zip(ranks.tolist(), self.total[rows].tolist()):
-            self.done[r] += b
-        cut = np.flatnonzero(np.concatenate(([True], ranks[1:] != ranks[:-1])))
-        hit = ranks[cut]
-        ndone = np.diff(np.append(cut, rows.size))
-        self.live_count[hit] -= ndone
-        emptied = hit[self.live_count[hit] == 0].tolist()
+        self._next = None
+        emptied = emptied.tolist()
         self.n_dead += int(rows.size)
         if self._free is not None:
             self._free -= free_ended
@@ -450,8 +475,9 @@ class FlowNet:
             self.stale = True  # max-min rates change; policy rates of the other flows do not
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
             self.compact()
-            self._due_rows = np.zeros(0, np.int64)
-        emptied.sort(key=lambda r: self.coflow[r][1])
+            self._due_rows = _NO_ROWS
+        if len(emptied) > 1:
+            emptied.sort(key=lambda r: self.coflow[r][1])
         return emptied
 
     def _free_rows(self) -> int:

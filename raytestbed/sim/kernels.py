@@ -83,6 +83,33 @@ def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarra
 
 
 @numba.njit(cache=True)
+def end_done_books(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarray, rank: np.ndarray,
+                   uid: np.ndarray, total: np.ndarray, sent: np.ndarray, dirty: np.ndarray, rate: np.ndarray,
+                   fixed: np.ndarray, done: np.ndarray, live: np.ndarray):  # pragma: no cover - compiled
+    """:func:`end_done` with its books: each ended row's size is added to ``done[rank]`` (row order) and
+    its rank's ``live`` count drops by one. Returns the ended rows (ascending), their ranks and keys
+    (``uid``), how many had no fixed rate, and the ranks (in row order) left without a live row."""
+    rows, free = end_done(idx, rem, eps, alive, rank, sent, dirty, rate, fixed)
+    n = rows.size
+    ranks = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    emptied = np.empty(n, np.int64)
+    m = 0
+    for k in range(n):
+        i = rows[k]
+        r = rank[i]
+        ranks[k] = r
+        keys[k] = uid[i]
+        done[r] += total[i]
+        live[r] -= 1
+        if k + 1 == n or rank[rows[k + 1]] != r:  # (the rank's last ended row: rows of a rank are adjacent)
+            if live[r] == 0:
+                emptied[m] = r
+                m += 1
+    return rows, ranks, keys, free, emptied[:m]
+
+
+@numba.njit(cache=True)
 def next_completion(idx: np.ndarray, rem: np.ndarray, rate: np.ndarray) -> float:  # pragma: no cover - compiled
     """min over rows of ``idx`` with rate > 0 of rem / rate, seconds (inf if none)."""
     best = np.inf
