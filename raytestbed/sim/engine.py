@@ -209,6 +209,7 @@ class Simulator(EventCore):
         self._net_version = 0
         self._net_last = 0.0
         self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
+        self._retime = False  #: events were delivered since the flows were last re-timed
         self._coflows_synced = None
         #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
         self.ff = FastForward() if (fast_forward and mode == "flow" and network_policy is None
@@ -285,6 +286,9 @@ class Simulator(EventCore):
         if self._net is not None and self._immediate:
             self._sync_sent()
         super().drain()
+        if self._retime:  # (once for the events just delivered: the rates depend only on the flows now)
+            self._retime = False
+            self._reallocate()
 
     def _sync_sent(self) -> None:
         """Copy the flows' bytes sent into the running jobs' ``bytes_sent`` (what policies read)."""
@@ -306,7 +310,7 @@ class Simulator(EventCore):
 
     def after_event(self, event: Event) -> None:
         if self._net is not None:
-            self._reallocate()
+            self._retime = True  # re-time the flows once the queued events are delivered (:meth:`drain`)
 
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
         if self._net is None:

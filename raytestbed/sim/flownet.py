@@ -425,25 +425,14 @@ class FlowNet:
 
     def take_sent(self) -> list[tuple[int, float]]:
         """[(job rank, bytes sent in its current run)] of the jobs whose count changed since the last call."""
-        ranks = np.flatnonzero(self.sent_dirty)
+        ranks, has, vals, starts = kernels.sent_segments(self.sent_dirty, self.rank, self.alive, self.total, self.rem)
         if ranks.size == 0:
             return []
-        self.sent_dirty[ranks] = False
-        # bytes of the ended flows (their sizes) plus what the flows in flight moved (size - bytes left), not the
-        # running sum of rate x dt, whose rounding depends on how time was cut into steps: two jobs that sent
-        # the same bytes then tie exactly, as on the emulator (emu/flowview.py), and a policy breaks the tie alike
-        # (per rank: the sum over its block of rows, as ``np.add.reduceat`` over every block sums it)
-        first, counts, rk = self.blocks()
-        at = np.searchsorted(rk, ranks).tolist()
-        out = []
-        for r, p in zip(ranks.tolist(), at):
-            v = self.done[r]
-            if p < rk.size and rk[p] == r:
-                a = int(first[p])
-                b = a + int(counts[p])
-                v = v + np.add.reduceat(np.where(self.alive[a:b], self.total[a:b] - self.rem[a:b], 0.0), [0])[0]
-            out.append((r, float(v)))
-        return out
+        # (each rank's rows summed as ``np.add.reduceat`` over every rank's block of rows sums them)
+        sums = iter(np.add.reduceat(vals, starts).tolist() if starts.size else ())
+        done = self.done
+        return [(r, float(done[r] + next(sums)) if h else float(done[r]))
+                for r, h in zip(ranks.tolist(), has.tolist())]
 
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).

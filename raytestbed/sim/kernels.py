@@ -110,6 +110,37 @@ def end_done_books(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.
 
 
 @numba.njit(cache=True)
+def sent_segments(dirty: np.ndarray, rank: np.ndarray, alive: np.ndarray, total: np.ndarray,
+                  rem: np.ndarray):  # pragma: no cover - compiled
+    """The ranks flagged in ``dirty`` (ascending; the flags are cleared) and, for those with rows
+    (``rank`` is non-decreasing), what each of their rows moved: ``total - rem`` if ``alive`` else 0,
+    the rows of each rank one segment of ``vals`` from ``starts[k]`` (bytes). Returns (ranks, whether
+    each has rows, vals, starts); ``np.add.reduceat(vals, starts)`` sums each segment as numpy sums a
+    rank's block of rows."""
+    ranks = np.flatnonzero(dirty)
+    has = np.zeros(ranks.size, np.bool_)
+    lo = np.searchsorted(rank, ranks, side="left")
+    hi = np.searchsorted(rank, ranks, side="right")
+    n = 0
+    for k in range(ranks.size):
+        dirty[ranks[k]] = False
+        n += hi[k] - lo[k]
+    vals = np.empty(n, np.float64)
+    starts = np.empty(ranks.size, np.int64)
+    m = 0
+    j = 0
+    for k in range(ranks.size):
+        if hi[k] > lo[k]:
+            has[k] = True
+            starts[m] = j
+            m += 1
+            for i in range(lo[k], hi[k]):
+                vals[j] = total[i] - rem[i] if alive[i] else 0.0
+                j += 1
+    return ranks, has, vals, starts[:m]
+
+
+@numba.njit(cache=True)
 def next_completion(idx: np.ndarray, rem: np.ndarray, rate: np.ndarray) -> float:  # pragma: no cover - compiled
     """min over rows of ``idx`` with rate > 0 of rem / rate, seconds (inf if none)."""
     best = np.inf
