@@ -706,7 +706,7 @@ class Simulator(EventCore):
             rj.coflows_done += m * coflows
             r = net.rank_of[jid]
             net.done[r] += m * nbytes
-            net.sent_dirty[r] = True
+            net.mark_sent(r)
             ff.skipped += skip
         ff.shift(tuple(group), dt)
         ff.windows += 1

@@ -77,6 +77,7 @@ class FlowNet:
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
         self.sent = np.zeros(len(order))  #: bytes each job (by rank) sent in its current run
         self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose ``sent`` changed since the last sync
+        self._sent_moved = False  #: ``sent_dirty`` may have flags (bytes moved or flows ended since the last sync)
         #: bytes of each job's (by rank) flows that ended in its current run, their sizes summed in the order
         #: they ended (with the bytes its flows in flight moved: what it sent, counted as the emulator counts)
         self.done = np.zeros(len(order))
@@ -417,14 +418,23 @@ class FlowNet:
                               self.eps, self._eps_max)
         self._due += due.size
         self._due_rows = due
+        self._sent_moved = True
         self._advances += 1
         self._next = None
         self._moved += 1
         if self._order is not None:
             self._order[3] += dt
 
+    def mark_sent(self, rank: int) -> None:
+        """Job ``rank``'s bytes sent changed (its ``done`` did): the next :meth:`take_sent` reports it."""
+        self.sent_dirty[rank] = True
+        self._sent_moved = True
+
     def take_sent(self) -> list[tuple[int, float]]:
         """[(job rank, bytes sent in its current run)] of the jobs whose count changed since the last call."""
+        if not self._sent_moved:
+            return []
+        self._sent_moved = False
         ranks, has, vals, starts = kernels.sent_segments(self.sent_dirty, self.rank, self.alive, self.total, self.rem)
         if ranks.size == 0:
             return []
@@ -453,6 +463,7 @@ class FlowNet:
         self._due_rows = _NO_ROWS
         if rows.size == 0:
             return []
+        self._sent_moved = True
         self._next = None
         emptied = emptied.tolist()
         self.n_dead += int(rows.size)
