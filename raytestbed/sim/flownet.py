@@ -44,6 +44,18 @@ _INT_COLS = ("uid", "rank", "num", "src", "dst", "grp")
 _FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr", "share")
 
 
+_WATERFILL: tuple = ()
+
+
+def _waterfill() -> tuple:
+    """The compiled (numba) allocation passes ``(link_members, net_rates)``, imported on first use."""
+    global _WATERFILL
+    if not _WATERFILL:
+        from raytestbed.network.waterfill import link_members, net_rates
+        _WATERFILL = (link_members, net_rates)
+    return _WATERFILL
+
+
 class FlowNet:
     """The active flows of one simulation (module docstring).
 
@@ -188,8 +200,10 @@ class FlowNet:
             first = 0
         else:
             self.coflow[r] = (*cur[:3], cur[3] + add)
-            self.compact()
-            a, b = np.searchsorted(self.rank, [r, r + 1])
+            a, b = self.rank.searchsorted([r, r + 1]).tolist()
+            if self.n_dead:  # (numbered after its last alive row: the rows left once the ended ones go)
+                live = np.flatnonzero(self.alive[a:b])
+                b = a + int(live[-1]) + 1 if live.size else a
             first = int(self.num[b - 1]) + 1 if b > a else 0
         return self._insert(r, src, dst, vol, first, after=True)
 
@@ -197,7 +211,7 @@ class FlowNet:
         """The flows ``keys`` of job ``jid`` each get their ``shares`` (their parts of their connections' rates)."""
         self.compact()
         r = self.rank_of[jid]
-        a, b = np.searchsorted(self.rank, [r, r + 1])
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
         sub = self.uid[a:b]
         keys = np.asarray(keys, dtype=np.int64)
         order = np.argsort(sub, kind="stable")
@@ -215,11 +229,14 @@ class FlowNet:
         self.uid, self.rank, self.num, self.src, self.dst, self.grp = ints
         self.rem, self.total, self.eps, self.rate, self.ovr, self.share = floats
 
-    def _splice(self, pos: int, ints: np.ndarray, floats: np.ndarray, alive: np.ndarray) -> None:
-        """Insert the rows of these blocks before row ``pos``."""
-        self._set_rows(np.concatenate([self._ints[:, :pos], ints, self._ints[:, pos:]], axis=1),
-                       np.concatenate([self._floats[:, :pos], floats, self._floats[:, pos:]], axis=1),
-                       np.concatenate([self.alive[:pos], alive, self.alive[pos:]]))
+    def _splice(self, r: int, after: bool, ints: np.ndarray, floats: np.ndarray) -> None:
+        """Drop the ended rows (:meth:`compact`) and insert these alive rows of job rank ``r`` after its
+        rows (``after``) or before them, in one pass."""
+        if self.n_dead:
+            self.n_dead = 0
+            self._changed()  # (as :meth:`compact`)
+        self._set_rows(*kernels.splice_rows(self._ints, self._floats, self.alive, r, after, ints, floats))
+        self._changed()
 
     def _insert(self, r: int, src, dst, vol, first_num: int, after: bool) -> np.ndarray:
         """Insert flows of job rank ``r`` (numbered from ``first_num``) before or after its rows; their keys."""
@@ -230,10 +247,7 @@ class FlowNet:
         self._next_uid += m
         self.live_count[r] += m
         self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
-        self.compact()
-        pos = int(np.searchsorted(self.rank, r, side="right" if after else "left"))
-        self._splice(pos, ints, floats, np.ones(m, dtype=bool))
-        self._changed()
+        self._splice(r, after, ints, floats)
         return ints[0].copy()
 
     def _new_rows(self, r: int, src, dst, vol, first_num: int) -> tuple[np.ndarray, np.ndarray]:
@@ -289,11 +303,10 @@ class FlowNet:
         return ints, floats
 
     def _keep(self, keep: np.ndarray) -> None:
-        gone = int(keep.size - np.count_nonzero(keep))
-        if gone == 0:
+        if keep.all():
             return
-        self._set_rows(np.compress(keep, self._ints, axis=1), np.compress(keep, self._floats, axis=1), self.alive[keep])
-        self.n_dead = int(self.alive.size - np.count_nonzero(self.alive))
+        self._set_rows(self._ints.compress(keep, axis=1), self._floats.compress(keep, axis=1), self.alive[keep])
+        self.n_dead = int(self.alive.size - self.alive.sum())
         self._changed()
 
     def compact(self) -> None:
@@ -364,7 +377,7 @@ class FlowNet:
         r = self.rank_of[jid]
         self.coflow.pop(r, None)
         self.live_count[r] = 0
-        a, b = np.searchsorted(self.rank, [r, r + 1])
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
         if b > a:
             keep = np.ones(self.rank.size, dtype=bool)
             keep[a:b] = False
@@ -376,7 +389,7 @@ class FlowNet:
         puts them back); its open coflow, its counts and its bytes sent stay. Returns the rows."""
         r = self.rank_of[jid]
         self.compact()
-        a, b = np.searchsorted(self.rank, [r, r + 1])
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
         saved = (self._ints[:, a:b].copy(), self._floats[:, a:b].copy(), self.alive[a:b].copy())
         if b > a:
             keep = np.ones(self.rank.size, dtype=bool)
@@ -390,11 +403,8 @@ class FlowNet:
         if saved[2].size == 0:
             return
         r = self.rank_of[jid]
-        self.compact()
-        pos = int(np.searchsorted(self.rank, r, side="left"))
-        self._splice(pos, *saved)
+        self._splice(r, False, saved[0], saved[1])
         self._scan_all = True  # (a row may sit at its threshold)
-        self._changed()
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first row, row count, job rank) of every job's block of rows, in row order."""
@@ -562,7 +572,7 @@ class FlowNet:
         if cur is None or cur[0] != (jid, cyc, idx):
             return None
         self.compact()
-        a, b = np.searchsorted(self.rank, [r, r + 1])
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
         k = a + int(np.searchsorted(self.num[a:b], num))
         return k if k < b and self.num[k] == num else None
 
@@ -572,7 +582,7 @@ class FlowNet:
         if not self.stale:
             return
         self.stale = False
-        from raytestbed.network.waterfill import link_members, net_rates  # compiled (numba): imported on first use
+        link_members, net_rates = _waterfill()
 
         cap = self.capacity
         glinks = self._glinks[:self._n_groups]

@@ -141,6 +141,45 @@ def sent_segments(dirty: np.ndarray, rank: np.ndarray, alive: np.ndarray, total:
 
 
 @numba.njit(cache=True)
+def splice_rows(ints: np.ndarray, floats: np.ndarray, alive: np.ndarray, r: int, after: bool, new_ints: np.ndarray,
+                new_floats: np.ndarray):  # pragma: no cover - compiled
+    """The table without its ended rows (not ``alive``) and with the new rows inserted where job rank
+    ``r``'s rows end (``after``) or begin: before the first kept row whose rank (``ints[1]``,
+    non-decreasing) is above ``r`` (at least ``r``). Blocks: one row per column, one column per table row.
+    Returns the new ``(ints, floats, alive)``."""
+    n = alive.size
+    m = new_ints.shape[1]
+    k = 0
+    for i in range(n):
+        if alive[i]:
+            k += 1
+    out_i = np.empty((ints.shape[0], k + m), np.int64)
+    out_f = np.empty((floats.shape[0], k + m), np.float64)
+    out_a = np.ones(k + m, np.bool_)
+    rank = ints[1]
+    j = 0
+    placed = False
+    for i in range(n + 1):
+        if not placed and (i == n or (alive[i] and (rank[i] > r if after else rank[i] >= r))):
+            for q in range(m):
+                for c in range(ints.shape[0]):
+                    out_i[c, j] = new_ints[c, q]
+                for c in range(floats.shape[0]):
+                    out_f[c, j] = new_floats[c, q]
+                j += 1
+            placed = True
+        if i == n:
+            break
+        if alive[i]:
+            for c in range(ints.shape[0]):
+                out_i[c, j] = ints[c, i]
+            for c in range(floats.shape[0]):
+                out_f[c, j] = floats[c, i]
+            j += 1
+    return out_i, out_f, out_a
+
+
+@numba.njit(cache=True)
 def next_completion(idx: np.ndarray, rem: np.ndarray, rate: np.ndarray) -> float:  # pragma: no cover - compiled
     """min over rows of ``idx`` with rate > 0 of rem / rate, seconds (inf if none)."""
     best = np.inf
