@@ -364,7 +364,17 @@ class Simulator(EventCore):
         elif kind == "ffend":
             self._ff_close(jid)
         elif kind == "wstep":
-            run.workers.resume(t, args[0])
+            # the steps of this run due at this instant that come next in the queue, at once: between
+            # two of them nothing else happens (a step queues no event for the policies), so the flows
+            # are re-timed once
+            idxs, heap = [args[0]], self._heap
+            while heap and not self._immediate:
+                t2, _, _, nxt = heap[0]
+                if t2 != t or nxt[0] != "wstep" or nxt[1] != jid or nxt[2] != run.version:
+                    break
+                heapq.heappop(heap)
+                idxs.append(nxt[3])
+            run.workers.resume(t, *idxs)
         else:
             self._worker_iteration(jid, *args)
         self._reallocate()

@@ -247,7 +247,11 @@ class FlowNet:
         self._next_uid += m
         self.live_count[r] += m
         self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
+        fixed, free = self._fixed, self._free
         self._splice(r, after, ints, floats)
+        # (the counts stay known: the new rows are alive without a policy rate, the dropped ones ended
+        # and had none left)
+        self._fixed, self._free = fixed, (None if free is None else free + m)
         return ints[0].copy()
 
     def _new_rows(self, r: int, src, dst, vol, first_num: int) -> tuple[np.ndarray, np.ndarray]:

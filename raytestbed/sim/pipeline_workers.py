@@ -173,10 +173,12 @@ class WorkerRun:
         self._continue(list(self.participants))
         self._flush()
 
-    def resume(self, now: float, idx: int) -> None:
-        """Participant ``idx``'s step is due now (its ``at`` has come): start its transfers."""
+    def resume(self, now: float, *idxs: int) -> None:
+        """The steps of participants ``idxs`` are due now (their ``at`` has come): start their transfers,
+        each as if it came alone, in this order (the network gets them together)."""
         self.now = now
-        self._continue([self.participants[idx]], admit=True)
+        for idx in idxs:
+            self._continue([self.participants[idx]], admit=True)
         self._flush()
 
     def flows_done(self, now: float, uids) -> None:
