@@ -163,6 +163,11 @@ class Simulator(EventCore):
             result is the same (:mod:`raytestbed.sim.fastforward`; off with a network policy).
     """
 
+    #: flow timing: a worker-by-worker run's steps due at one instant start together, and its transfers
+    #: and shares reach the network in one call per instant (False: one step, one call at a time; the
+    #: same results, which tests check)
+    batch_steps = True
+
     def __init__(
         self,
         cluster: Cluster,
@@ -368,7 +373,7 @@ class Simulator(EventCore):
             # two of them nothing else happens (a step queues no event for the policies), so the flows
             # are re-timed once
             idxs, heap = [args[0]], self._heap
-            while heap and not self._immediate:
+            while self.batch_steps and heap and not self._immediate:
                 t2, _, _, nxt = heap[0]
                 if t2 != t or nxt[0] != "wstep" or nxt[1] != jid or nxt[2] != run.version:
                     break
@@ -388,6 +393,7 @@ class Simulator(EventCore):
                                                   and self.speeds.mixed(placement))
         if self.schedule != "coflows" and uses_workers(job, rings=rings):
             run.workers = self._worker_run(job, placement, run)
+            run.workers.batched = self.batch_steps
             run.servers = run.workers.servers
             run.frozen = None
             self._worker_jobs.add(job.job_id)

@@ -111,6 +111,9 @@ class _Worker:
 class WorkerRun:
     """One run of a pipeline or PS job, worker by worker (module docstring).
 
+    The network gets the transfers and shares of each instant's steps in one call (:meth:`_flush`);
+    ``batched = False`` hands it each step's at once instead (the same network: tests compare the two).
+
     Args:
         job, placement, cluster: what runs where.
         iterations: iterations of the schedule this run performs (whole).
@@ -158,6 +161,7 @@ class WorkerRun:
         self._waiter: dict[tuple, _Worker] = {}  #: key -> the worker whose step waits for it
         self._monitor = RunMonitor(job.job_id, len(self.workers), iterations, start_iteration, start_s)
         self._instant: list[Transfer] = []  #: transfers that arrive at the end of this round
+        self.batched = True  #: hand the network an instant's transfers and shares together
         #: transfers started since the last :meth:`_flush` (the network gets them in one call) and the
         #: connections whose members changed since then
         self._starting: list[Transfer] = []
@@ -191,6 +195,8 @@ class WorkerRun:
             if x is not None:
                 self._arrive(x, woken, changed)
         self._touched |= changed
+        if not self.batched:
+            self._flush()
         woken.sort(key=lambda w: w.idx)
         self._continue(woken)
         self._flush()
@@ -286,6 +292,8 @@ class WorkerRun:
                 for x in instant:
                     self._arrive(x, woken, changed)
                 self._touched |= changed
+                if not self.batched:
+                    self._flush()
                 queue = sorted(woken, key=lambda v: v.idx)
 
     def _admit(self, w: _Worker) -> bool:
@@ -306,6 +314,8 @@ class WorkerRun:
             self._starting.append(x)
             self._conns.setdefault(x.conn, []).append(x)
             self._touched.add(x.conn)
+        if flows and not self.batched:
+            self._flush()
         for key in step.recvs:
             span = self._arrived.pop(key, None)
             if span is None:
