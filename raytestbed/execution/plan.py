@@ -401,7 +401,8 @@ class InboundTime:
         if hi > lo:
             a, b = min(a, self.charged[lo][0]), max(b, self.charged[hi - 1][1])
         self.charged[lo:hi] = [(a, b)]
+        self._starts[lo:hi] = [a]
+        self._ends[lo:hi] = [b]
         if len(self.charged) > self.keep:
-            del self.charged[:len(self.charged) - self.keep]
-        self._starts = [c for c, _ in self.charged]
-        self._ends = [d for _, d in self.charged]
+            cut = len(self.charged) - self.keep
+            del self.charged[:cut], self._starts[:cut], self._ends[:cut]

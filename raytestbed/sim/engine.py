@@ -163,6 +163,11 @@ class Simulator(EventCore):
             result is the same (:mod:`raytestbed.sim.fastforward`; off with a network policy).
     """
 
+    #: flow timing: a worker-by-worker run's steps due at one instant start together, and its transfers
+    #: and shares reach the network in one call per instant (False: one step, one call at a time; the
+    #: same results, which tests check)
+    batch_steps = True
+
     def __init__(
         self,
         cluster: Cluster,
@@ -208,6 +213,7 @@ class Simulator(EventCore):
         self._ingress = np.array([s.nic_ingress_bps for s in cluster.servers], dtype=float)
         self._net_version = 0
         self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
+        self._retime = False  #: events were delivered since the flows were last re-timed
         self._coflows_synced = None
         #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
         self.ff = FastForward() if (fast_forward and mode == "flow" and network_policy is None
@@ -283,6 +289,9 @@ class Simulator(EventCore):
         if self._net is not None and self._immediate:
             self._sync_sent()
         super().drain()
+        if self._retime:  # (once for the events just delivered: the rates depend only on the flows now)
+            self._retime = False
+            self._reallocate()
 
     def _sync_sent(self) -> None:
         """Copy the flows' bytes sent into the running jobs' ``bytes_sent`` (what policies read)."""
@@ -304,7 +313,7 @@ class Simulator(EventCore):
 
     def after_event(self, event: Event) -> None:
         if self._net is not None:
-            self._reallocate()
+            self._retime = True  # re-time the flows once the queued events are delivered (:meth:`drain`)
 
     def set_weights(self, pol: Policy, weights: dict[int, float]) -> None:
         if self._net is None:
@@ -358,7 +367,17 @@ class Simulator(EventCore):
         elif kind == "ffend":
             self._ff_close(jid)
         elif kind == "wstep":
-            run.workers.resume(t, args[0])
+            # the steps of this run due at this instant that come next in the queue, at once: between
+            # two of them nothing else happens (a step queues no event for the policies), so the flows
+            # are re-timed once
+            idxs, heap = [args[0]], self._heap
+            while self.batch_steps and heap and not self._immediate:
+                t2, _, _, nxt = heap[0]
+                if t2 != t or nxt[0] != "wstep" or nxt[1] != jid or nxt[2] != run.version:
+                    break
+                heapq.heappop(heap)
+                idxs.append(nxt[3])
+            run.workers.resume(t, *idxs)
         else:
             self._worker_iteration(jid, *args)
         self._reallocate()
@@ -372,6 +391,7 @@ class Simulator(EventCore):
                                                   and self.speeds.mixed(placement))
         if self.schedule != "coflows" and uses_workers(job, rings=rings):
             run.workers = self._worker_run(job, placement, run)
+            run.workers.batched = self.batch_steps
             run.servers = run.workers.servers
             run.frozen = None
             self._worker_jobs.add(job.job_id)
@@ -528,10 +548,8 @@ class Simulator(EventCore):
         jid, ver, net = job.job_id, run.version, self._net
 
         def start_flows(transfers) -> np.ndarray:
-            src = np.array([x.src_server for x in transfers], dtype=np.int64)
-            dst = np.array([x.dst_server for x in transfers], dtype=np.int64)
-            return net.add_flows(jid, (jid, ver, 0), src, dst, np.array([x.nbytes for x in transfers]),
-                                 self.state.now)
+            return net.add_flows(jid, (jid, ver, 0), [x.src_server for x in transfers],
+                                 [x.dst_server for x in transfers], [x.nbytes for x in transfers], self.state.now)
 
         def wake_at(t: float, idx: int) -> None:
             self.push(t, P_DONE, ("wstep", jid, ver, idx))
@@ -548,18 +566,23 @@ class Simulator(EventCore):
 
         n = max(1, math.ceil(self._remaining(jid) / self.q - 1e-9))
         return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
-                           lambda uids, share: net.set_shares(jid, uids, share), wake_at, iteration_at,
+                           lambda uids, shares: net.set_shares(jid, uids, shares), wake_at, iteration_at,
                            coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])),
                            speeds=self.speeds)
 
     def _worker_flows_done(self, ranks: np.ndarray, uids: np.ndarray) -> None:
         """Hand the ended flows (``ranks``: their jobs' ranks, non-decreasing) of worker-by-worker runs to
         their runs, by job."""
-        cut = np.flatnonzero(ranks[1:] != ranks[:-1]) + 1
-        for r, keys in zip(ranks[np.r_[0, cut]].tolist(), np.split(uids, cut)):
+        ranks, uids = ranks.tolist(), uids.tolist()
+        a, n = 0, len(ranks)
+        while a < n:
+            r, b = ranks[a], a + 1
+            while b < n and ranks[b] == r:
+                b += 1
             run = self._runs.get(int(self._net.jid_of_rank[r]))
             if run is not None and run.workers is not None:
-                run.workers.flows_done(self.state.now, keys.tolist())
+                run.workers.flows_done(self.state.now, uids[a:b])
+            a = b
 
     def _worker_iteration(self, jid: int, compute_s: float, comm_s: float) -> None:
         """An iteration of a worker-by-worker run ended now (every worker finished it)."""
@@ -697,7 +720,7 @@ class Simulator(EventCore):
             rj.coflows_done += m * coflows
             r = net.rank_of[jid]
             net.done[r] += m * nbytes
-            net.sent_dirty[r] = True
+            net.mark_sent(r)
             ff.skipped += skip
         ff.shift(tuple(group), dt)
         ff.windows += 1

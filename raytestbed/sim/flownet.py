@@ -29,6 +29,7 @@ Units: bytes, bytes/s, seconds.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -40,11 +41,23 @@ from raytestbed.core.state import CoflowInfo, FlowInfo
 from raytestbed.errors import PolicyError
 from raytestbed.sim import kernels
 
+_NO_ROWS = np.zeros(0, dtype=np.int64)  #: no rows (never written to)
 _EPS_BYTES = 1e-6  #: a flow with at most this many bytes left is complete (or 1e-12 of its size if larger)
 
 _INT_COLS = ("uid", "rank", "num", "src", "dst", "grp")
 _FLOAT_COLS = ("rem", "total", "eps", "rate", "ovr", "share", "rem0", "t0", "arate", "fin")
-_COLS = _INT_COLS + _FLOAT_COLS + ("alive",)
+
+
+_WATERFILL: tuple = ()
+
+
+def _waterfill() -> tuple:
+    """The compiled (numba) allocation passes ``(link_members, net_rates)``, imported on first use."""
+    global _WATERFILL
+    if not _WATERFILL:
+        from raytestbed.network.waterfill import link_members, net_rates
+        _WATERFILL = (link_members, net_rates)
+    return _WATERFILL
 
 
 class FlowNet:
@@ -71,14 +84,15 @@ class FlowNet:
         self._pair_dict: dict[int, int] = {}
         self._glinks = np.full((64, self._k), -1, dtype=np.int64)
         self._n_groups = 0
-        for c in _INT_COLS:
-            setattr(self, c, np.zeros(0, dtype=np.int64))
-        for c in _FLOAT_COLS:
-            setattr(self, c, np.zeros(0))
-        self.alive = np.zeros(0, dtype=bool)
+        # the columns live in two blocks, one row per column (``_ints``: int64, ``_floats``: float64), and
+        # ``alive``; each column's attribute is a view of its row, so inserting or dropping rows is three
+        # array operations (:meth:`_set_rows`)
+        self._set_rows(np.zeros((len(_INT_COLS), 0), dtype=np.int64), np.zeros((len(_FLOAT_COLS), 0)),
+                       np.zeros(0, dtype=bool))
         self.n_dead = 0  #: ended rows not yet compacted away
         self.live_count = np.zeros(len(order), dtype=np.int64)  #: alive flows per job rank
         self.sent_dirty = np.zeros(len(order), dtype=bool)  #: ranks whose bytes sent changed since the last sync (:meth:`take_sent`)
+        self._sent_moved = False  #: ``sent_dirty`` may have flags (bytes moved or flows ended since the last sync)
         #: bytes of each job's (by rank) flows that ended in its current run, their sizes summed in the order
         #: they ended (with the bytes its flows in flight moved: what it sent, counted as the emulator counts)
         self.done = np.zeros(len(order))
@@ -182,70 +196,129 @@ class FlowNet:
         (:mod:`raytestbed.sim.pipeline_workers`). Returns the new flows' keys."""
         r = self.rank_of[jid]
         cur = self.coflow.get(r)
-        add = sum(np.asarray(vol, dtype=float).tolist(), 0.0)
+        add = sum(vol.tolist() if isinstance(vol, np.ndarray) else [float(v) for v in vol], 0.0)
         if cur is None:
             self._seq += 1
             self.coflow[r] = (coflow_id, self._seq, now, add)
             first = 0
         else:
             self.coflow[r] = (*cur[:3], cur[3] + add)
-            self.compact()
-            a, b = np.searchsorted(self.rank, [r, r + 1])
+            a, b = self.rank.searchsorted([r, r + 1]).tolist()
+            if self.n_dead:  # (numbered after its last alive row: the rows left once the ended ones go)
+                live = np.flatnonzero(self.alive[a:b])
+                b = a + int(live[-1]) + 1 if live.size else a
             first = int(self.num[b - 1]) + 1 if b > a else 0
         return self._insert(r, src, dst, vol, first, after=True)
 
-    def set_shares(self, jid: int, keys: np.ndarray, share: float) -> None:
-        """The flows ``keys`` of job ``jid`` are members of one connection: each gets ``share`` of its rate."""
+    def set_shares(self, jid: int, keys, shares) -> None:
+        """The flows ``keys`` of job ``jid`` each get their ``shares`` (their parts of their connections' rates)."""
         self.compact()
         r = self.rank_of[jid]
-        a, b = np.searchsorted(self.rank, [r, r + 1])
-        rows = a + np.flatnonzero(np.isin(self.uid[a:b], keys))
-        if np.any(self.share[rows] != share):
-            self.share[rows] = share
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
+        sub = self.uid[a:b]
+        keys = np.asarray(keys, dtype=np.int64)
+        order = np.argsort(sub, kind="stable")
+        rows = a + order[np.minimum(np.searchsorted(sub, keys, sorter=order), max(sub.size - 1, 0))]
+        if keys.size and (sub.size == 0 or np.any(self.uid[rows] != keys)):
+            raise KeyError(f"job {jid}: no active flow {keys[np.argmax(self.uid[rows] != keys)] if sub.size else keys[0]}")
+        shares = np.asarray(shares, dtype=float)
+        if np.any(self.share[rows] != shares):
+            self.share[rows] = shares
             self.stale = True
+
+    def _set_rows(self, ints: np.ndarray, floats: np.ndarray, alive: np.ndarray) -> None:
+        """Make these blocks the table (their rows the columns ``_INT_COLS``, ``_FLOAT_COLS``)."""
+        self._ints, self._floats, self.alive = ints, floats, alive
+        self.uid, self.rank, self.num, self.src, self.dst, self.grp = ints
+        self.rem, self.total, self.eps, self.rate, self.ovr, self.share, self.rem0, self.t0, self.arate, self.fin = floats
+
+    def _splice(self, r: int, after: bool, ints: np.ndarray, floats: np.ndarray) -> None:
+        """Drop the ended rows (:meth:`compact`) and insert these alive rows of job rank ``r`` after its
+        rows (``after``) or before them, in one pass."""
+        if self.n_dead:
+            self.n_dead = 0
+            self._changed()  # (as :meth:`compact`)
+        self._set_rows(*kernels.splice_rows(self._ints, self._floats, self.alive, r, after, ints, floats))
+        self._changed()
 
     def _insert(self, r: int, src, dst, vol, first_num: int, after: bool) -> np.ndarray:
         """Insert flows of job rank ``r`` (numbered from ``first_num``) before or after its rows; their keys."""
-        vol = np.asarray(vol, dtype=float)
-        m = int(vol.size)
+        m = len(vol)
         if m == 0:
             return np.zeros(0, dtype=np.int64)
-        src = np.asarray(src, dtype=np.int64)
-        dst = np.asarray(dst, dtype=np.int64)
-        grp = np.full(m, -1, dtype=np.int64)
-        fab = src != dst
-        if fab.any():
-            grp[fab] = self._groups_of(src[fab], dst[fab])
-        eps = np.maximum(_EPS_BYTES, 1e-12 * vol)
-        self._eps_max = max(self._eps_max, float(eps.max()))
-        uids = np.arange(self._next_uid, self._next_uid + m, dtype=np.int64)
-        new = {
-            "uid": uids,
-            "rank": np.full(m, r, dtype=np.int64),
-            "num": np.arange(first_num, first_num + m, dtype=np.int64),
-            "src": src, "dst": dst, "grp": grp,
-            "rem": vol.copy(), "total": vol, "eps": eps,
-            "rate": np.zeros(m), "ovr": np.full(m, np.nan), "share": np.ones(m), "alive": np.ones(m, dtype=bool),
-            "rem0": vol.copy(), "t0": np.full(m, self.now), "arate": np.zeros(m), "fin": np.full(m, np.inf),
-        }
+        ints, floats = (self._new_rows_few if m <= 32 else self._new_rows)(r, src, dst, vol, first_num)
         self._next_uid += m
         self.live_count[r] += m
         self._scan_all = True  # (a flow of at most its threshold's bytes ends at the next step)
-        self.compact()
-        pos = int(np.searchsorted(self.rank, r, side="right" if after else "left"))
-        for c, arr in new.items():
-            old = getattr(self, c)
-            setattr(self, c, np.concatenate([old[:pos], arr, old[pos:]]))
-        self._changed()
-        return uids
+        fixed, free = self._fixed, self._free
+        self._splice(r, after, ints, floats)
+        # (the counts stay known: the new rows are alive without a policy rate, the dropped ones ended
+        # and had none left)
+        self._fixed, self._free = fixed, (None if free is None else free + m)
+        return ints[0].copy()
+
+    def _new_rows(self, r: int, src, dst, vol, first_num: int) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks (``_INT_COLS``, ``_FLOAT_COLS``) of new rows of job rank ``r``."""
+        vol = np.asarray(vol, dtype=float)
+        src = np.asarray(src, dtype=np.int64)
+        dst = np.asarray(dst, dtype=np.int64)
+        m = vol.size
+        ints = np.empty((len(_INT_COLS), m), dtype=np.int64)
+        uids, rank, num, isrc, idst, grp = ints
+        uids[:] = np.arange(self._next_uid, self._next_uid + m)
+        rank[:] = r
+        num[:] = np.arange(first_num, first_num + m)
+        isrc[:] = src
+        idst[:] = dst
+        grp[:] = -1
+        fab = src != dst
+        if fab.any():
+            grp[fab] = self._groups_of(src[fab], dst[fab])
+        floats = np.empty((len(_FLOAT_COLS), m))
+        rem, total, eps, rate, ovr, share, rem0, t0, arate, fin = floats
+        rem[:] = vol
+        total[:] = vol
+        np.maximum(_EPS_BYTES, 1e-12 * vol, out=eps)
+        rate[:] = 0.0
+        ovr[:] = np.nan
+        share[:] = 1.0
+        rem0[:] = vol  # anchored now (bytes left at :attr:`now`, rate 0 until the next allocation)
+        t0[:] = self.now
+        arate[:] = 0.0
+        fin[:] = np.inf
+        self._eps_max = max(self._eps_max, float(eps.max()))
+        return ints, floats
+
+    def _new_rows_few(self, r: int, src, dst, vol, first_num: int) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`_new_rows` built from lists (the same values): for a few flows, where numpy's cost per
+        call would dominate."""
+        vol = [float(v) for v in (vol.tolist() if isinstance(vol, np.ndarray) else vol)]
+        src = [int(v) for v in (src.tolist() if isinstance(src, np.ndarray) else src)]
+        dst = [int(v) for v in (dst.tolist() if isinstance(dst, np.ndarray) else dst)]
+        m, n, pairs = len(vol), self._n, self._pair_group
+        if pairs is not None:
+            grp = [-1 if s == d else int(pairs[s * n + d]) for s, d in zip(src, dst)]
+        else:
+            grp = [-1 if s == d else self._pair_dict.get(s * n + d, -1) for s, d in zip(src, dst)]
+        fab = [k for k in range(m) if src[k] != dst[k]]
+        if any(grp[k] < 0 for k in fab):  # a new server pair: its group (as :meth:`_new_rows` numbers it)
+            g = self._groups_of(np.array([src[k] for k in fab], dtype=np.int64),
+                                np.array([dst[k] for k in fab], dtype=np.int64)).tolist()
+            for k, gk in zip(fab, g):
+                grp[k] = gk
+        eps = [max(_EPS_BYTES, 1e-12 * v) for v in vol]
+        self._eps_max = max(self._eps_max, max(eps))
+        u0 = self._next_uid
+        ints = np.array([range(u0, u0 + m), [r] * m, range(first_num, first_num + m), src, dst, grp], dtype=np.int64)
+        floats = np.array([vol, vol, eps, [0.0] * m, [math.nan] * m, [1.0] * m, vol, [self.now] * m, [0.0] * m,
+                           [math.inf] * m], dtype=float)
+        return ints, floats
 
     def _keep(self, keep: np.ndarray) -> None:
-        gone = int(keep.size - np.count_nonzero(keep))
-        if gone == 0:
+        if keep.all():
             return
-        for c in _COLS:
-            setattr(self, c, getattr(self, c)[keep])
-        self.n_dead = int(self.alive.size - np.count_nonzero(self.alive))
+        self._set_rows(self._ints.compress(keep, axis=1), self._floats.compress(keep, axis=1), self.alive[keep])
+        self.n_dead = int(self.alive.size - self.alive.sum())
         self._changed()
 
     def compact(self) -> None:
@@ -313,43 +386,42 @@ class FlowNet:
         r = self.rank_of[jid]
         self.coflow.pop(r, None)
         self.live_count[r] = 0
-        a, b = np.searchsorted(self.rank, [r, r + 1])
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
         if b > a:
             keep = np.ones(self.rank.size, dtype=bool)
             keep[a:b] = False
             self._keep(keep)
 
-    def detach(self, jid: int) -> dict[str, np.ndarray]:
+    def detach(self, jid: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """Take job ``jid``'s flows out of the network as they are (a fast-forward window,
         :mod:`raytestbed.sim.fastforward`: they neither move nor take capacity until :meth:`attach`
         puts them back); its open coflow, its counts and its bytes sent stay. Returns the rows."""
         r = self.rank_of[jid]
         self.compact()
-        a, b = np.searchsorted(self.rank, [r, r + 1])
-        saved = {c: getattr(self, c)[a:b].copy() for c in _COLS}
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
+        saved = (self._ints[:, a:b].copy(), self._floats[:, a:b].copy(), self.alive[a:b].copy())
         if b > a:
             keep = np.ones(self.rank.size, dtype=bool)
             keep[a:b] = False
             self._keep(keep)
         return saved
 
-    def attach(self, jid: int, saved: dict[str, np.ndarray]) -> None:
+    def attach(self, jid: int, saved: tuple[np.ndarray, np.ndarray, np.ndarray]) -> None:
         """Put back the rows :meth:`detach` took from job ``jid`` (same keys, bytes left and shares;
         their rates are computed again)."""
-        if saved["rem"].size == 0:
+        if saved[2].size == 0:
             return
         r = self.rank_of[jid]
-        self.compact()
-        saved = dict(saved)
-        m = saved["rem"].size  # anchored again now, at rate 0 until the next allocation
-        saved.update(rem0=saved["rem"].copy(), t0=np.full(m, self.now), arate=np.zeros(m), rate=np.zeros(m),
-                     fin=np.full(m, np.inf))
-        pos = int(np.searchsorted(self.rank, r, side="left"))
-        for c in _COLS:
-            old = getattr(self, c)
-            setattr(self, c, np.concatenate([old[:pos], saved[c], old[pos:]]))
+        floats = saved[1].copy()  # anchored again now, at rate 0 until the next allocation
+        rem, rate, rem0, t0, arate, fin = (floats[_FLOAT_COLS.index(c)] for c in ("rem", "rate", "rem0", "t0",
+                                                                                  "arate", "fin"))
+        rem0[:] = rem
+        t0[:] = self.now
+        rate[:] = 0.0
+        arate[:] = 0.0
+        fin[:] = np.inf
+        self._splice(r, False, saved[0], floats)
         self._scan_all = True  # (a row may sit at its threshold)
-        self._changed()
 
     def blocks(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(first row, row count, job rank) of every job's block of rows, in row order."""
@@ -380,6 +452,7 @@ class FlowNet:
         self.now = t
         self._due += due.size
         self._due_rows = due
+        self._sent_moved = True
         self._advances += 1
         self._next = None
         self._moved += 1
@@ -400,24 +473,28 @@ class FlowNet:
         self._anchor()
         kernels.advance(self.now, rows, self.rem, self.rem0, self.t0, self.rate, self.rank, self.sent_dirty,
                         self.eps, self._eps_max)
+        self._sent_moved = True
         self._scan_all = True
         self._moved += 1
 
+    def mark_sent(self, rank: int) -> None:
+        """Job ``rank``'s bytes sent changed (its ``done`` did): the next :meth:`take_sent` reports it."""
+        self.sent_dirty[rank] = True
+        self._sent_moved = True
+
     def take_sent(self) -> list[tuple[int, float]]:
         """[(job rank, bytes sent in its current run)] of the jobs whose count changed since the last call."""
-        ranks = np.flatnonzero(self.sent_dirty)
+        if not self._sent_moved:
+            return []
+        self._sent_moved = False
+        ranks, has, vals, starts = kernels.sent_segments(self.sent_dirty, self.rank, self.alive, self.total, self.rem)
         if ranks.size == 0:
             return []
-        self.sent_dirty[ranks] = False
-        # bytes of the ended flows (their sizes) plus what the flows in flight moved (size - bytes left), not the
-        # running sum of rate x dt, whose rounding depends on how time was cut into steps: two jobs that sent
-        # the same bytes then tie exactly, as on the emulator (emu/flowview.py), and a policy breaks the tie alike
-        moving = np.where(self.alive, self.total - self.rem, 0.0)
-        first, counts, rk = self.blocks()
-        out = self.done.copy()
-        if first.size:
-            out[rk] += np.add.reduceat(moving, first)
-        return list(zip(ranks.tolist(), out[ranks].tolist()))
+        # (each rank's rows summed as ``np.add.reduceat`` over every rank's block of rows sums them)
+        sums = iter(np.add.reduceat(vals, starts).tolist() if starts.size else ())
+        done = self.done
+        return [(r, float(done[r] + next(sums)) if h else float(done[r]))
+                for r, h in zip(ranks.tolist(), has.tolist())]
 
     def complete(self) -> list[int]:
         """End every alive flow at or below its completion threshold (its bytes left count as sent).
@@ -433,25 +510,20 @@ class FlowNet:
         self._scan_all = False
         self._due = 0
         self._advances = 0
-        rows, free_ended = kernels.end_done(rows_in, self.rem, self.eps, self.alive, self.rank,
-                                            self.sent_dirty, self.rate, self.ovr)
-        self.ended = (self.rank[rows], self.uid[rows])
-        if rows.size:
-            self._next = None
+        rows, ranks, keys, free_ended, emptied = kernels.end_done_books(
+            rows_in, self.rem, self.eps, self.alive, self.rank, self.uid, self.total, self.sent_dirty,
+            self.rate, self.ovr, self.done, self.live_count)
+        self.ended = (ranks, keys)
+        self._due_rows = _NO_ROWS
+        if rows.size:  # an ended row keeps no anchor
             self.rem0[rows] = 0.0
             self.arate[rows] = 0.0
             self.fin[rows] = np.inf
-        self._due_rows = np.zeros(0, np.int64)
         if rows.size == 0:
             return []
-        ranks = self.rank[rows]
-        for r, b in zip(ranks.tolist(), self.total[rows].tolist()):
-            self.done[r] += b
-        cut = np.flatnonzero(np.concatenate(([True], ranks[1:] != ranks[:-1])))
-        hit = ranks[cut]
-        ndone = np.diff(np.append(cut, rows.size))
-        self.live_count[hit] -= ndone
-        emptied = hit[self.live_count[hit] == 0].tolist()
+        self._sent_moved = True
+        self._next = None
+        emptied = emptied.tolist()
         self.n_dead += int(rows.size)
         if self._free is not None:
             self._free -= free_ended
@@ -461,8 +533,9 @@ class FlowNet:
             self.stale = True  # max-min rates change; policy rates of the other flows do not
         if self.n_dead > 1024 and 2 * self.n_dead > self.alive.size:
             self.compact()
-            self._due_rows = np.zeros(0, np.int64)
-        emptied.sort(key=lambda r: self.coflow[r][1])
+            self._due_rows = _NO_ROWS
+        if len(emptied) > 1:
+            emptied.sort(key=lambda r: self.coflow[r][1])
         return emptied
 
     def _free_rows(self) -> int:
@@ -545,7 +618,7 @@ class FlowNet:
         if cur is None or cur[0] != (jid, cyc, idx):
             return None
         self.compact()
-        a, b = np.searchsorted(self.rank, [r, r + 1])
+        a, b = self.rank.searchsorted([r, r + 1]).tolist()
         k = a + int(np.searchsorted(self.num[a:b], num))
         return k if k < b and self.num[k] == num else None
 
@@ -555,7 +628,7 @@ class FlowNet:
         if not self.stale:
             return
         self.stale = False
-        from raytestbed.network.waterfill import link_members, net_rates  # compiled (numba): imported on first use
+        link_members, net_rates = _waterfill()
 
         cap = self.capacity
         glinks = self._glinks[:self._n_groups]

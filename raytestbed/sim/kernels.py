@@ -100,6 +100,103 @@ def end_done(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarra
 
 
 @numba.njit(cache=True)
+def end_done_books(idx: np.ndarray, rem: np.ndarray, eps: np.ndarray, alive: np.ndarray, rank: np.ndarray,
+                   uid: np.ndarray, total: np.ndarray, dirty: np.ndarray, rate: np.ndarray,
+                   fixed: np.ndarray, done: np.ndarray, live: np.ndarray):  # pragma: no cover - compiled
+    """:func:`end_done` with its books: each ended row's size is added to ``done[rank]`` (row order) and
+    its rank's ``live`` count drops by one. Returns the ended rows (ascending), their ranks and keys
+    (``uid``), how many had no fixed rate, and the ranks (in row order) left without a live row."""
+    rows, free = end_done(idx, rem, eps, alive, rank, dirty, rate, fixed)
+    n = rows.size
+    ranks = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    emptied = np.empty(n, np.int64)
+    m = 0
+    for k in range(n):
+        i = rows[k]
+        r = rank[i]
+        ranks[k] = r
+        keys[k] = uid[i]
+        done[r] += total[i]
+        live[r] -= 1
+        if k + 1 == n or rank[rows[k + 1]] != r:  # (the rank's last ended row: rows of a rank are adjacent)
+            if live[r] == 0:
+                emptied[m] = r
+                m += 1
+    return rows, ranks, keys, free, emptied[:m]
+
+
+@numba.njit(cache=True)
+def sent_segments(dirty: np.ndarray, rank: np.ndarray, alive: np.ndarray, total: np.ndarray,
+                  rem: np.ndarray):  # pragma: no cover - compiled
+    """The ranks flagged in ``dirty`` (ascending; the flags are cleared) and, for those with rows
+    (``rank`` is non-decreasing), what each of their rows moved: ``total - rem`` if ``alive`` else 0,
+    the rows of each rank one segment of ``vals`` from ``starts[k]`` (bytes). Returns (ranks, whether
+    each has rows, vals, starts); ``np.add.reduceat(vals, starts)`` sums each segment as numpy sums a
+    rank's block of rows."""
+    ranks = np.flatnonzero(dirty)
+    has = np.zeros(ranks.size, np.bool_)
+    lo = np.searchsorted(rank, ranks, side="left")
+    hi = np.searchsorted(rank, ranks, side="right")
+    n = 0
+    for k in range(ranks.size):
+        dirty[ranks[k]] = False
+        n += hi[k] - lo[k]
+    vals = np.empty(n, np.float64)
+    starts = np.empty(ranks.size, np.int64)
+    m = 0
+    j = 0
+    for k in range(ranks.size):
+        if hi[k] > lo[k]:
+            has[k] = True
+            starts[m] = j
+            m += 1
+            for i in range(lo[k], hi[k]):
+                vals[j] = total[i] - rem[i] if alive[i] else 0.0
+                j += 1
+    return ranks, has, vals, starts[:m]
+
+
+@numba.njit(cache=True)
+def splice_rows(ints: np.ndarray, floats: np.ndarray, alive: np.ndarray, r: int, after: bool, new_ints: np.ndarray,
+                new_floats: np.ndarray):  # pragma: no cover - compiled
+    """The table without its ended rows (not ``alive``) and with the new rows inserted where job rank
+    ``r``'s rows end (``after``) or begin: before the first kept row whose rank (``ints[1]``,
+    non-decreasing) is above ``r`` (at least ``r``). Blocks: one row per column, one column per table row.
+    Returns the new ``(ints, floats, alive)``."""
+    n = alive.size
+    m = new_ints.shape[1]
+    k = 0
+    for i in range(n):
+        if alive[i]:
+            k += 1
+    out_i = np.empty((ints.shape[0], k + m), np.int64)
+    out_f = np.empty((floats.shape[0], k + m), np.float64)
+    out_a = np.ones(k + m, np.bool_)
+    rank = ints[1]
+    j = 0
+    placed = False
+    for i in range(n + 1):
+        if not placed and (i == n or (alive[i] and (rank[i] > r if after else rank[i] >= r))):
+            for q in range(m):
+                for c in range(ints.shape[0]):
+                    out_i[c, j] = new_ints[c, q]
+                for c in range(floats.shape[0]):
+                    out_f[c, j] = new_floats[c, q]
+                j += 1
+            placed = True
+        if i == n:
+            break
+        if alive[i]:
+            for c in range(ints.shape[0]):
+                out_i[c, j] = ints[c, i]
+            for c in range(floats.shape[0]):
+                out_f[c, j] = floats[c, i]
+            j += 1
+    return out_i, out_f, out_a
+
+
+@numba.njit(cache=True)
 def free_alive(alive: np.ndarray, fixed: np.ndarray) -> int:  # pragma: no cover - compiled
     """Rows that are alive without a fixed rate (NaN)."""
     n = 0

@@ -111,12 +111,15 @@ class _Worker:
 class WorkerRun:
     """One run of a pipeline or PS job, worker by worker (module docstring).
 
+    The network gets the transfers and shares of each instant's steps in one call (:meth:`_flush`);
+    ``batched = False`` hands it each step's at once instead (the same network: tests compare the two).
+
     Args:
         job, placement, cluster: what runs where.
         iterations: iterations of the schedule this run performs (whole).
         start_s: the run's start, seconds.
-        start_flows: ``(transfers) -> flow keys``: start these transfers in the network now.
-        set_shares: ``(flow keys, share)``: the flows are one connection's members, each gets ``share``.
+        start_flows: ``(transfers) -> flow keys``: start these transfers in the network now (in this order).
+        set_shares: ``(flow keys, shares)``: each flow's part of its connection's rate.
         wake_at: ``(t, participant index)``: call :meth:`resume` at ``t`` (> now).
         iteration_at: ``(t_end, compute_s, comm_s)``: the next iteration done at ``t_end`` (>= now).
         coflow_event: ``(kind, coflow id, bytes)``: an all-reduce, push or pull coflow ``"started"`` /
@@ -158,6 +161,11 @@ class WorkerRun:
         self._waiter: dict[tuple, _Worker] = {}  #: key -> the worker whose step waits for it
         self._monitor = RunMonitor(job.job_id, len(self.workers), iterations, start_iteration, start_s)
         self._instant: list[Transfer] = []  #: transfers that arrive at the end of this round
+        self.batched = True  #: hand the network an instant's transfers and shares together
+        #: transfers started since the last :meth:`_flush` (the network gets them in one call) and the
+        #: connections whose members changed since then
+        self._starting: list[Transfer] = []
+        self._touched: set[tuple] = set()
         self.coflows_finished = 0  #: all-reduce, push and pull coflows finished so far
         self.iterations_completed = 0  #: iterations every worker finished (reported to ``iteration_at``)
         #: the servers its transfers may cross between (two or more: it uses the fabric's links)
@@ -167,11 +175,15 @@ class WorkerRun:
     def begin(self) -> None:
         """Start every worker's program at the run's start."""
         self._continue(list(self.participants))
+        self._flush()
 
-    def resume(self, now: float, idx: int) -> None:
-        """Participant ``idx``'s step is due now (its ``at`` has come): start its transfers."""
+    def resume(self, now: float, *idxs: int) -> None:
+        """The steps of participants ``idxs`` are due now (their ``at`` has come): start their transfers,
+        each as if it came alone, in this order (the network gets them together)."""
         self.now = now
-        self._continue([self.participants[idx]], admit=True)
+        for idx in idxs:
+            self._continue([self.participants[idx]], admit=True)
+        self._flush()
 
     def flows_done(self, now: float, uids) -> None:
         """The flows ``uids`` (this run's) arrived now; wakes the participants that no longer wait."""
@@ -182,9 +194,12 @@ class WorkerRun:
             x = self._by_uid.pop(int(uid), None)
             if x is not None:
                 self._arrive(x, woken, changed)
-        self._reshare(changed)
+        self._touched |= changed
+        if not self.batched:
+            self._flush()
         woken.sort(key=lambda w: w.idx)
         self._continue(woken)
+        self._flush()
 
     def _arrive(self, x: Transfer, woken: list, changed: set) -> None:
         """Transfer ``x`` arrived now: end its coflow if it was the last in flight, leave its
@@ -215,9 +230,31 @@ class WorkerRun:
         else:
             self._satisfy(w, x.key, span, woken)
 
-    def _reshare(self, changed: set) -> None:
-        for conn in sorted(changed, key=repr):
-            self._share(conn)
+    def _flush(self) -> None:
+        """Hand the network what this instant's steps did, in one call each: the transfers they started
+        (in the order they started: the network numbers and orders its rows so) and the new shares of
+        the connections whose members changed (each member 1 / members of its connection's rate). The
+        same network as starting each step's transfers and resharing at once: nothing reads it between."""
+        if self._starting:
+            flows, self._starting = self._starting, []
+            uids = self._start_flows(flows)
+            for x, uid in zip(flows, uids.tolist()):
+                x.uid = uid
+                self._by_uid[uid] = x
+        if self._touched:
+            keys, shares = [], []
+            for conn in self._touched:
+                members = self._conns.get(conn)
+                if members:
+                    share = 1.0 / len(members)
+                    for x in members:
+                        if x.share != share:
+                            x.share = share
+                            keys.append(x.uid)
+                            shares.append(share)
+            self._touched = set()
+            if keys:
+                self._set_shares(keys, shares)
 
     def _satisfy(self, w: _Worker, key: tuple, span: tuple[float, float], woken: list) -> None:
         w.step.pending.discard(key)
@@ -254,7 +291,9 @@ class WorkerRun:
                 changed: set[tuple] = set()
                 for x in instant:
                     self._arrive(x, woken, changed)
-                self._reshare(changed)
+                self._touched |= changed
+                if not self.batched:
+                    self._flush()
                 queue = sorted(woken, key=lambda v: v.idx)
 
     def _admit(self, w: _Worker) -> bool:
@@ -271,14 +310,12 @@ class WorkerRun:
                     self._coflow_event("started", x.coflow, x.coflow_bytes)
                 cf[0] += 1
             (self._instant if x.src_gpu == x.dst_gpu or x.nbytes <= 0 else flows).append(x)
-        if flows:
-            uids = self._start_flows(flows)
-            for x, uid in zip(flows, uids):
-                x.uid = int(uid)
-                self._by_uid[x.uid] = x
-                self._conns.setdefault(x.conn, []).append(x)
-            for conn in {x.conn for x in flows}:
-                self._share(conn)
+        for x in flows:  # (started in the network by :meth:`_flush`)
+            self._starting.append(x)
+            self._conns.setdefault(x.conn, []).append(x)
+            self._touched.add(x.conn)
+        if flows and not self.batched:
+            self._flush()
         for key in step.recvs:
             span = self._arrived.pop(key, None)
             if span is None:
@@ -287,16 +324,6 @@ class WorkerRun:
             else:
                 step.spans[key] = span
         return not step.pending
-
-    def _share(self, conn: tuple) -> None:
-        members = self._conns.get(conn)
-        if members:
-            share = 1.0 / len(members)
-            change = [x for x in members if x.share != share]
-            if change:
-                for x in change:
-                    x.share = share
-                self._set_shares([x.uid for x in change], share)
 
     # ------------------------------------------------------------------ the drivers' blocks
     def _step(self, w: _Worker, block: Block) -> Step:
