@@ -2,10 +2,12 @@
 
 :class:`RealStage` runs forward and backward of its layers on real tensors
 (one torch thread: one emulated GPU per host core). The job's fixed synthetic
-batch of ``global_batch`` samples is sharded sample-wise: stage-0 replica r
-takes shard r; every later replica receives, from each upstream replica, the
+mini-batch of ``global_batch`` samples (the profiled batch B) is sharded sample-wise: stage-0
+replica r takes shard r of k_0; every later replica receives, from each upstream replica, the
 slice of its samples that the upstream replica cut for it (sample indices
-travel with the activations, so the last stage knows its targets).
+travel with the activations, so the last stage knows its targets). So a replica of stage s
+computes B / k_s samples and each replica pair moves A_s / (k_s k_{s+1}) activation bytes, the
+model's per-replica volume (:meth:`raytestbed.core.job.Job.pair_bytes`).
 
 The loss of a shard of n samples out of G is scaled by n / G, so the SUM of the
 replicas' gradients (what the ring all-reduce computes) is exactly the gradient
@@ -95,7 +97,10 @@ class RealStage:
         self.module.train()
         self.names = [n for n, p in self.module.named_parameters() if p.requires_grad]
         self.params = [p for p in self.module.parameters() if p.requires_grad]
-        self.global_batch = spec.global_batch or model.batch_size * max(spec.replicas)
+        self.global_batch = spec.global_batch or model.batch_size
+        if max(spec.replicas) > self.global_batch:
+            raise ValueError(f"job {spec.job_id}: {max(spec.replicas)} replicas of a stage share a mini-batch of "
+                             f"{self.global_batch} samples: every replica needs at least one")
         self.loss_fn = model.loss
         self.stash_weights = spec.in_flight > 1
         self._inputs = _rows(model.make_input, self.global_batch).to(self.device) if self.first else None
