@@ -11,7 +11,6 @@ import pytest
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.placement import Placement
 from raytestbed.core.profile import default_profiles
-from raytestbed.errors import ConfigError
 from raytestbed.execution.plan import plan_job
 from raytestbed.execution.worker_program import Receive
 from raytestbed.traces.jobs import build_job
@@ -112,14 +111,17 @@ def test_the_replicas_gradients_sum_to_the_one_replica_gradient_of_the_same_batc
         np.testing.assert_allclose(summed, one, rtol=1e-4, atol=1e-6)
 
 
-def test_more_replicas_than_samples_is_refused_with_the_job_and_the_fix():
+def test_more_replicas_than_samples_take_the_smallest_multiple_of_the_batch_and_say_so():
     prof = default_profiles()["gpt-tiny"]  # batch 2
+    cluster = Cluster.homogeneous(1, 4, 1e9, 1e10)
     job = build_job(7, 0.0, prof, 4, "rar", 2)
-    with pytest.raises(ConfigError, match=r"job 7: stage 0 has 4 replicas but the job's mini-batch has 2 samples"):
-        plan_job(job, Placement(((0, 1, 2, 3),)), Cluster.homogeneous(1, 4, 1e9, 1e10), iterations=1,
-                 mode="real", profile=prof)
-    job = build_job(7, 0.0, prof, 4, "rar", 2)
-    job.extra["batch_size"] = 4
-    plan = plan_job(job, Placement(((0, 1, 2, 3),)), Cluster.homogeneous(1, 4, 1e9, 1e10), iterations=1,
-                    mode="real", profile=prof)
+    plan = plan_job(job, Placement(((0, 1, 2, 3),)), cluster, iterations=1, mode="real", profile=prof)
     assert {w.global_batch for w in plan.workers} == {4}
+    assert plan.notes == ("job 7: mini-batch 2 x 2 samples so that each of 4 replicas of a stage gets one",)
+    job = build_job(8, 0.0, prof, 3, "pipeline", 2, boundaries=(0, 2), replicas=(1, 2))
+    plan = plan_job(job, Placement(((0,), (1, 2))), cluster, iterations=1, mode="real", profile=prof)
+    assert {w.global_batch for w in plan.workers} == {2} and plan.notes == ()
+    job = build_job(9, 0.0, prof, 4, "rar", 2)
+    job.extra["batch_size"] = 8
+    plan = plan_job(job, Placement(((0, 1, 2, 3),)), cluster, iterations=1, mode="real", profile=prof)
+    assert {w.global_batch for w in plan.workers} == {8} and plan.notes == ()

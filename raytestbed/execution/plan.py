@@ -63,7 +63,8 @@ class WorkerSpec:
             end -1 = to the last layer).
         global_batch: samples per iteration over the whole job (real mode): the
             profiled mini-batch B (or the job's ``batch_size``), split over each
-            stage's k_s replicas (B / k_s samples each); 0 = the preset's batch size.
+            stage's k_s replicas (B / k_s samples each; the smallest multiple of B that
+            gives every replica a sample where k_s > B, noted in the plan); 0 = the preset's batch size.
         profile: the stage's profiled times and sizes (replay mode holds the GPU
             for ``fwd_s`` / ``bwd_s`` emulated seconds).
         prev_gpus, next_gpus: GPUs of the replicas of stages s-1 / s+1.
@@ -259,11 +260,13 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
     seed = int(job.extra.get("seed", 0))
     lr = float(job.extra.get("lr", DEFAULT_LR.get(job.model, 0.01)))
     global_batch = int(job.extra.get("batch_size", profile.batch_size if profile is not None else 0))
-    if mode == "real" and global_batch and max(k) > global_batch:
-        s_max = k.index(max(k))
-        raise ConfigError(f"job {job.job_id}: stage {s_max} has {max(k)} replicas but the job's mini-batch has "
-                          f"{global_batch} samples ({job.model}'s profiled batch; each replica computes its share "
-                          f"of them): give the job batch_size >= {max(k)}, or fewer replicas")
+    if mode == "real" and 0 < global_batch < max(k):
+        # a preset profiled at a tiny batch on more replicas than samples: the smallest multiple of the
+        # batch that gives every replica a sample (activation bytes then that multiple of the model's)
+        m = -(-max(k) // global_batch)
+        notes.append(f"job {job.job_id}: mini-batch {m} x {global_batch} samples so that each of "
+                     f"{max(k)} replicas of a stage gets one" + (f"; activations {m}x the model's bytes" if S > 1 else ""))
+        global_batch *= m
     workers: list[WorkerSpec] = []
     rank = 0
     for s in range(S):
