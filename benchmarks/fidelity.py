@@ -29,7 +29,10 @@ iteration runs):
 * ``replay``: workers charge the profiled times;
 * ``real``: workers run the layers and charge the stage's profiled time times their recent / typical
   thread CPU time, the same profile the model uses (docs/emulator.md, "Real compute"); the residual is what real execution adds
-  (CPU-time variance between iterations, real tensor sizes).
+  (CPU-time variance between passes). Each replica computes its share of the profiled mini-batch, so
+  the real tensors are the model's per-replica bytes (docs/models.md, "Batch in a distributed job"),
+  except where a stage has more replicas than the batch has samples (gpt-tiny's batch of 2 on the
+  4 RAR workers: 4 samples, which moves no activations).
 
 Usage (``raytestbed bench fidelity [options]``, or the entry point ``scripts/bench_fidelity.py``)::
 

@@ -168,9 +168,9 @@ class FastForwardConfig(_Strict):
     """``emu.fast_forward``: skipping steady iterations (docs/emulator.md, "Fast-forward")."""
 
     enabled: bool = Field(True, description="skip steady iterations up to the next event that can change their rate")
-    window: PositiveInt = Field(4, description="iterations per window: the mean times of the last two windows "
-                                "(after the last change) must agree")
-    tolerance: NonNegativeFloat = Field(0.02, description="their largest relative difference")
+    window: PositiveInt = Field(4, description="a lone real-compute run is skipped after 2 x window iterations "
+                                "(after the last change and the fill) at their mean rate; replay runs' patterns "
+                                "may repeat with a lag of up to 2 x window iterations")
     min_iterations: PositiveInt = Field(4, description="skip only when every run can skip at least this many")
     margin: NonNegativeInt = Field(2, description="iterations each run keeps to run for real before its end")
     period_tolerance: NonNegativeFloat = Field(

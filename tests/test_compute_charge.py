@@ -30,6 +30,19 @@ def test_a_run_is_charged_its_profile_from_its_first_pass_on():
     assert got == pytest.approx([0.02] * 5)
 
 
+def test_a_runs_cold_first_pass_does_not_make_its_next_passes_look_fast():
+    """The first pass (3x the others' CPU time) is charged the profile and kept out of the window: the
+    steady passes after it are charged the profile, not 5 % less (the median of a short window
+    that held the cold pass sat half a rank too high)."""
+    steady = [0.010, 0.011, 0.009, 0.010, 0.011, 0.009]
+    c = ComputeCharge({"bwd": 0.02})
+    got = [c.charge("bwd", cpu) for cpu in [0.03] + steady]
+    assert got[0] == 0.02 and c.samples["bwd"] == steady
+    assert got[1:] == pytest.approx([0.02] * 6)
+    kept = ComputeCharge({"bwd": 0.02}, cold=0)  # the cold pass in the window: the 3rd warm pass charged 0.95x
+    assert [kept.charge("bwd", cpu) for cpu in [0.03] + steady][3] == pytest.approx(0.02 * 0.010 / 0.0105)
+
+
 def test_a_real_worker_starts_with_no_cpu_samples_from_outside_its_run():
     """The charge window holds only the run's own passes (none measured alone before the run)."""
     from raytestbed.core.cluster import Cluster

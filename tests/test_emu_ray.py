@@ -105,7 +105,7 @@ def test_rar_two_workers_equals_full_batch_sgd(emu):
     assert losses[-1] < losses[0]
     # the ring all-reduce sums the shard gradients: same trajectory as SGD on the whole batch
     m = build_model("mlp-tiny")
-    g = 2 * MLP.batch_size
+    g = MLP.batch_size  # the job's mini-batch is the profiled one, half of it on each worker
     x, y = _rows(m.make_input, g), _rows(m.make_target, g)
     opt = torch.optim.SGD(m.layers.parameters(), lr=0.05)
     ref = []

@@ -24,9 +24,9 @@ class FastForward:
 
     Attributes:
         enabled: skip at all.
-        window: iterations per window; the mean times of the last two windows (all after the last
-            configuration change) must agree.
-        tolerance: their largest relative difference.
+        window: a lone run with real compute is steady after 2 x ``window`` iterations after the one
+            that includes the fill, all begun after the last change on its links; a replay run's pattern
+            may repeat with a lag of up to 2 x ``window`` iterations.
         min_iterations: skip only when every run can skip at least this many iterations.
         margin: iterations each run keeps to run for real before its end (plus its pipeline depth).
         period_tolerance: replay runs, and runs that share links, are skipped only by whole periods
@@ -37,7 +37,6 @@ class FastForward:
 
     enabled: bool = True
     window: int = 4
-    tolerance: float = 0.02
     min_iterations: int = 4
     margin: int = 2
     period_tolerance: float = 1e-6
@@ -107,15 +106,19 @@ class FastForwarder:
         """A steady group's period ``P`` (after ``P`` seconds every run is in phase again) and each run's
         mean iteration time over it; None if the group is not steady.
 
-        A run alone with real compute (whose charges vary from pass to pass): steady within
-        ``tolerance`` (:meth:`RunMonitor.steady`), its period one iteration of its mean time. Otherwise
+        A run alone with real compute (whose charges vary from pass to pass with the host): steady after
+        a count of iterations (:meth:`RunMonitor.settled`), its period one iteration of their mean time;
+        with other runs on its links never (their joint pattern never repeats exactly). Replay runs:
         the shortest ``P`` in which each run's iteration pattern repeats a whole number of times
         (:meth:`RunMonitor.period`, within ``period_tolerance``): runs still drifting, alone or
-        against each other, are not steady."""
+        against each other, are not steady. Whether a group is steady thus never depends on the
+        host's load."""
         ff = self.ff
-        if len(group) == 1 and group[0].plan.mode != "replay":
+        if any(run.plan.mode != "replay" for run in group):
+            if len(group) > 1:
+                return None
             run = group[0]
-            a = run.monitor.steady(ff.window, ff.tolerance, run.changed_s)
+            a = run.monitor.settled(ff.window, run.changed_s)
             return None if a is None else (a, {run.run_id: a})
         periods = {}
         for run in group:

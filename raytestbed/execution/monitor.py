@@ -9,18 +9,15 @@ compute and communication times are the largest of any worker, its loss the samp
 of the last stage's replicas (real compute), its charge ratio the workers' charged compute over
 their profiled compute (1 in replay).
 
-It also says when a run is **steady** (fast-forward may skip its iterations): its last
-``2 x window`` iterations all began after the last change of the cluster's configuration, and the
-mean iteration times of every ``window`` consecutive ones among them (``window + 1`` sliding
-windows) agree within a relative tolerance. Means of windows, not single iterations: a pipeline's
-iteration times may repeat with a period of a few iterations (its stages' all-reduce rounds
-interleave), and such a run is steady too. Every sliding window, not just the last two: a burst of
-slow iterations that straddles the boundary of the last two windows (real compute charging a few
-passes the host made slower) leaves their means equal, but not the window that holds it. With
-real compute the run's charges must also have settled: the mean charge ratio of those
-iterations within the tolerance of 1. Real compute's charge rule returns to the profile within
-its window whatever the host did (raytestbed/emu/executors/compute.py), so a run whose charges
-are still off the profile is in a transient, and fast-forward would extrapolate it.
+It also says when a run is **steady** (fast-forward may skip its iterations). With replay compute:
+its iteration times repeat exactly (:meth:`RunMonitor.period`). With real compute, whose charges
+vary from pass to pass with the host, a lone run is steady (:meth:`RunMonitor.settled`) once it has
+run the iterations a replay run needs at the least — ``2 x window`` after the one that includes the
+fill, all begun after the last change of its links — whatever their times: a count, so the same
+iterations are skipped on a quiet and on a busy host, and only the rate they are skipped at (the
+measured mean of those iterations) depends on the host. Real compute's charge rule follows the
+profile from a run's first pass on (raytestbed/emu/executors/compute.py), so that mean is the
+profile's rate up to the charges' pass-to-pass jitter.
 """
 
 from __future__ import annotations
@@ -117,22 +114,19 @@ class RunMonitor:
     def finished(self) -> bool:
         return self.done >= self.iterations
 
-    def steady(self, window: int, tolerance: float, since_s: float) -> float | None:
-        """Mean iteration time of the last ``2 x window`` iterations if the run is steady, else None."""
+    def settled(self, window: int, since_s: float) -> float | None:
+        """Real compute: the mean time of the last ``2 x window`` iterations once they and the one
+        before them all began after ``since_s`` (emulated s; the run's first iteration, which includes
+        the fill, never counts), else None. Decided on the count alone (module docstring)."""
         n = 2 * window
-        if window < 1 or len(self.rows) < n + 1:  # the first iteration of a run includes fill
+        if window < 1 or len(self.rows) < n + 1:
             return None
         last = self.rows[-n:]
-        if last[0].end_s - last[0].iter_s < since_s - 1e-12:
+        before = self.rows[-n - 1]
+        if before.end_s - before.iter_s < since_s - 1e-12:
             return None
-        times = [r.iter_s for r in last]
-        means = [sum(times[i:i + window]) / window for i in range(window + 1)]
-        mean = sum(times) / n
-        if not mean > 0 or max(means) - min(means) > tolerance * mean:
-            return None
-        if abs(sum(r.charge_ratio for r in last) / n - 1.0) > tolerance:
-            return None
-        return mean
+        mean = sum(r.iter_s for r in last) / n
+        return mean if mean > 0 else None
 
     def period(self, since_s: float, tolerance: float, min_rows: int, max_lag: int) -> tuple[int, float] | None:
         """The run's iteration times repeat: the smallest lag ``n`` (1..``max_lag`` iterations) with

@@ -19,8 +19,12 @@ emulated job moves exactly the bytes that eqs. (5)-(6) count:
 * a PS job's worker pushes h / num_ps bytes to every PS and pulls as many back
   (Parrot §2.2).
 
-In ``real`` compute mode the bytes are those of the real tensors instead (the
-same numbers when the profile came from the same model and batch).
+In ``real`` compute mode the bytes are those of the real tensors instead, and they are the same
+numbers when the profile came from the same model and batch: the job's mini-batch is the profiled
+one (A_s is one mini-batch's activations, asrpt.md's data-size rule), split sample-wise over the
+k_s replicas of each stage, so a replica of stage s computes B / k_s of the B samples and sends
+B / (k_s k_{s+1}) samples' activations to each replica of stage s+1. A replica's pass is charged the
+stage's profiled time whatever k_s, as A-SRPT eq. (4) charges p^f + p^b per replica.
 """
 
 from __future__ import annotations
@@ -58,8 +62,9 @@ class WorkerSpec:
         layers: the stage's layer range [start, end) in the model (real mode;
             end -1 = to the last layer).
         global_batch: samples per iteration over the whole job (real mode): the
-            profiled batch times the largest replica count, so a data-parallel
-            worker gets one profiled mini-batch; 0 = the preset's batch size.
+            profiled mini-batch B (or the job's ``batch_size``), split over each
+            stage's k_s replicas (B / k_s samples each; the smallest multiple of B that
+            gives every replica a sample where k_s > B, noted in the plan); 0 = the preset's batch size.
         profile: the stage's profiled times and sizes (replay mode holds the GPU
             for ``fwd_s`` / ``bwd_s`` emulated seconds).
         prev_gpus, next_gpus: GPUs of the replicas of stages s-1 / s+1.
@@ -254,8 +259,14 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
             raise ConfigError(f"job {job.job_id}: {len(boundaries)} stage boundaries for {S} stages")
     seed = int(job.extra.get("seed", 0))
     lr = float(job.extra.get("lr", DEFAULT_LR.get(job.model, 0.01)))
-    base_batch = int(job.extra.get("batch_size", profile.batch_size if profile is not None else 0))
-    global_batch = base_batch * max(k)  # 0: the worker uses the preset's batch size
+    global_batch = int(job.extra.get("batch_size", profile.batch_size if profile is not None else 0))
+    if mode == "real" and 0 < global_batch < max(k):
+        # a preset profiled at a tiny batch on more replicas than samples: the smallest multiple of the
+        # batch that gives every replica a sample (activation bytes then that multiple of the model's)
+        m = -(-max(k) // global_batch)
+        notes.append(f"job {job.job_id}: mini-batch {m} x {global_batch} samples so that each of "
+                     f"{max(k)} replicas of a stage gets one" + (f"; activations {m}x the model's bytes" if S > 1 else ""))
+        global_batch *= m
     workers: list[WorkerSpec] = []
     rank = 0
     for s in range(S):

@@ -2,10 +2,12 @@
 
 :class:`RealStage` runs forward and backward of its layers on real tensors
 (one torch thread: one emulated GPU per host core). The job's fixed synthetic
-batch of ``global_batch`` samples is sharded sample-wise: stage-0 replica r
-takes shard r; every later replica receives, from each upstream replica, the
+mini-batch of ``global_batch`` samples (the profiled batch B) is sharded sample-wise: stage-0
+replica r takes shard r of k_0; every later replica receives, from each upstream replica, the
 slice of its samples that the upstream replica cut for it (sample indices
-travel with the activations, so the last stage knows its targets).
+travel with the activations, so the last stage knows its targets). So a replica of stage s
+computes B / k_s samples and each replica pair moves A_s / (k_s k_{s+1}) activation bytes, the
+model's per-replica volume (:meth:`raytestbed.core.job.Job.pair_bytes`).
 
 The loss of a shard of n samples out of G is scaled by n / G, so the SUM of the
 replicas' gradients (what the ring all-reduce computes) is exactly the gradient
@@ -52,19 +54,28 @@ class ComputeCharge:
     outside the run — a stage timed alone, with warm caches — differ from a run's by several per
     cent and would bias every charge until the window has forgotten them. So the charges follow
     the profile on average whatever the host's speed and load (docs/emulator.md, "Real compute").
+
+    Start-up: a run's first ``cold`` passes of each kind are charged the profile and kept out of the
+    window. The first pass builds what later passes reuse (autograd buffers, the allocator's pages),
+    at 2-5x their CPU time; in a window of a few passes its weight in the median would charge the
+    next passes as a faster stage (several per cent below the profile for the window's length).
     """
 
     def __init__(self, profiled: dict[str, float], samples: dict[str, list[float]] | None = None,
-                 factor: float | None = None, window: int = 16, smooth: int = 3) -> None:
+                 factor: float | None = None, window: int = 16, smooth: int = 3, cold: int = 1) -> None:
         self.profiled = profiled
         self.factor = factor
         self.window = window
         self.smooth = smooth
         self.samples = {k: list(v)[-window:] for k, v in (samples or {}).items()}
+        self._cold = {k: (0 if k in self.samples else cold) for k in profiled}
 
     def charge(self, kind: str, cpu_s: float) -> float:
         if self.factor is not None:
             return cpu_s * self.factor
+        if self._cold.get(kind, 0) > 0:
+            self._cold[kind] -= 1
+            return self.profiled[kind]
         xs = self.samples.setdefault(kind, [])
         xs.append(cpu_s)
         del xs[:-self.window]
@@ -95,7 +106,7 @@ class RealStage:
         self.module.train()
         self.names = [n for n, p in self.module.named_parameters() if p.requires_grad]
         self.params = [p for p in self.module.parameters() if p.requires_grad]
-        self.global_batch = spec.global_batch or model.batch_size * max(spec.replicas)
+        self.global_batch = spec.global_batch or model.batch_size * -(-max(spec.replicas) // model.batch_size)
         self.loss_fn = model.loss
         self.stash_weights = spec.in_flight > 1
         self._inputs = _rows(model.make_input, self.global_batch).to(self.device) if self.first else None
