@@ -459,18 +459,16 @@ class FlowNet:
 
     def _anchor(self) -> None:
         """Anchor the rows whose rate changed since their anchor at :attr:`now` (their bytes left now)."""
-        rows = np.flatnonzero(self.rate != self.arate)
-        if rows.size:
-            kernels.reanchor(rows, self.now, self.rem, self.rem0, self.t0, self.arate, self.rate, self.fin)
+        kernels.reanchor(self.now, self.rem, self.rem0, self.t0, self.arate, self.rate, self.fin)
         self._pending = False
 
     def _finish_now(self) -> None:
         """Rows whose new rate ends them at once (finish time at :attr:`now`): anchor every changed row
         now and bring those to 0 bytes left, as the fluid model does."""
-        rows = np.flatnonzero((self.rate != self.arate) & (self.rate > 0.0))
-        if rows.size == 0 or not np.any(kernels.finishes(rows, self.now, self.rem, self.rate) <= self.now):
+        rows = self._moving_rows()
+        if not kernels.ends_now(rows, self.now, self.rem, self.rate, self.arate):
             return
-        self._anchor()
+        self._anchor()  # (the other rows: brought to now again, the same bytes)
         kernels.advance(self.now, rows, self.rem, self.rem0, self.t0, self.rate, self.rank, self.sent_dirty,
                         self.eps, self._eps_max)
         self._sent_moved = True
@@ -548,17 +546,8 @@ class FlowNet:
         """Time (s) when the first flow at a positive rate is done (inf if none moves): the earliest
         finish time of the rows' anchors (a row whose rate changed: anchored at :attr:`now`)."""
         if self._next is None:
-            moving = self._moving_rows()
-            if moving.size == 0:
-                self._next = float("inf")
-            else:
-                fin = self.fin[moving]
-                if self._pending:
-                    changed = self.rate[moving] != self.arate[moving]
-                    if changed.any():
-                        fin = fin.copy()
-                        fin[changed] = kernels.finishes(moving[changed], self.now, self.rem, self.rate)
-                self._next = float(fin.min())
+            self._next = float(kernels.next_finish(self._moving_rows(), self.now, self.rem, self.rate, self.arate,
+                                                   self.fin))
         return self._next
 
     # ------------------------------------------------------------------ rates

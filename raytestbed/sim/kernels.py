@@ -50,25 +50,43 @@ def advance(t: float, idx: np.ndarray, rem: np.ndarray, rem0: np.ndarray, t0: np
 
 
 @numba.njit(cache=True)
-def reanchor(rows: np.ndarray, now: float, rem: np.ndarray, rem0: np.ndarray, t0: np.ndarray, arate: np.ndarray,
+def reanchor(now: float, rem: np.ndarray, rem0: np.ndarray, t0: np.ndarray, arate: np.ndarray,
              rate: np.ndarray, fin: np.ndarray) -> None:  # pragma: no cover - compiled
-    """Anchor ``rows`` at ``now`` (s): their bytes left now, their new ``rate`` (bytes/s) and its
-    :func:`~raytestbed.core.flows.finish_time`."""
-    for i in rows:
-        rem0[i] = rem[i]
-        t0[i] = now
-        arate[i] = rate[i]
-        fin[i] = _finish(rem[i], rate[i], now)
+    """Anchor every row whose ``rate`` (bytes/s) differs from its anchor's ``arate`` at ``now`` (s):
+    its bytes left now, its new rate and its :func:`~raytestbed.core.flows.finish_time`."""
+    for i in range(rate.size):
+        if rate[i] != arate[i]:
+            rem0[i] = rem[i]
+            t0[i] = now
+            arate[i] = rate[i]
+            fin[i] = _finish(rem[i], rate[i], now)
 
 
 @numba.njit(cache=True)
-def finishes(rows: np.ndarray, now: float, rem: np.ndarray, rate: np.ndarray) -> np.ndarray:  # pragma: no cover - compiled
-    """:func:`~raytestbed.core.flows.finish_time` of ``rows`` anchored at ``now`` (s) at ``rate``."""
-    out = np.empty(rows.size)
-    for j in range(rows.size):
-        i = rows[j]
-        out[j] = _finish(rem[i], rate[i], now)
-    return out
+def next_finish(idx: np.ndarray, now: float, rem: np.ndarray, rate: np.ndarray, arate: np.ndarray,
+                fin: np.ndarray) -> float:  # pragma: no cover - compiled
+    """Earliest finish time (s) of the rows of ``idx`` at a positive rate: their anchor's ``fin``, or
+    for a row whose ``rate`` differs from its anchor's ``arate``, as if anchored at ``now`` (inf if none)."""
+    best = np.inf
+    for i in idx:
+        r = rate[i]
+        if not r > 0.0:
+            continue
+        f = fin[i] if r == arate[i] else _finish(rem[i], r, now)
+        if f < best:
+            best = f
+    return best
+
+
+@numba.njit(cache=True)
+def ends_now(idx: np.ndarray, now: float, rem: np.ndarray, rate: np.ndarray, arate: np.ndarray) -> bool:  # pragma: no cover - compiled
+    """Whether a row of ``idx`` whose ``rate`` differs from its anchor's ``arate`` finishes at ``now`` (s)
+    anchored there (its bytes left take less than the clock's resolution at that rate)."""
+    for i in idx:
+        r = rate[i]
+        if r > 0.0 and r != arate[i] and _finish(rem[i], r, now) <= now:
+            return True
+    return False
 
 
 @numba.njit(cache=True)
