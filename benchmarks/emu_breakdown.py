@@ -40,7 +40,6 @@ with the load; the CPU seconds are the comparable figures.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import cProfile
 import json
 import math
@@ -72,7 +71,7 @@ def part_of(filename: str) -> str:
 
 def in_process(loaded, policy_name: str, seed: int, profile: bool):
     """The trial on the in-process emulator; returns (result dict, wall s, CPU s, pstats.Stats or None)."""
-    from raytestbed.emu.clock_actor import local_service
+    from raytestbed.emu.clock_actor import run_in_process
     from raytestbed.emu.fastforward import FastForward
     from raytestbed.schedulers.base import make_policy
     from raytestbed.trial import _trial_jobs, trial_speeds
@@ -82,22 +81,13 @@ def in_process(loaded, policy_name: str, seed: int, profile: bool):
     jobs = _trial_jobs(loaded, seed)
     policy = make_policy(policy_name, "placement", seed, [loaded.base_dir], **trial.policy_params.get(policy_name, {}))
 
-    async def main():
-        svc = local_service(cluster, fast_forward=FastForward(**trial.emu.fast_forward.model_dump()),
-                            replay_payload_bytes=trial.emu.replay_payload_bytes)
-        await svc.begin_trial(jobs, [policy], (), mode=trial.emu.compute, speeds=trial_speeds(loaded, cluster, jobs),
-                              restore_s=trial.timing.restore_s)
-        while not (await svc.poll(1.0)).done:
-            pass
-        res = await svc.result()
-        svc._loop_task.cancel()
-        return res
-
     prof = cProfile.Profile(time.process_time) if profile else None  # own times in CPU seconds
     w0, c0 = time.perf_counter(), time.process_time()
     if prof is not None:
         prof.enable()
-    res = asyncio.run(main())
+    res, _, _, _ = run_in_process(cluster, jobs, [policy], fast_forward=FastForward(**trial.emu.fast_forward.model_dump()),
+                                  mode=trial.emu.compute, replay_payload_bytes=trial.emu.replay_payload_bytes,
+                                  speeds=trial_speeds(loaded, cluster, jobs), restore_s=trial.timing.restore_s)
     if prof is not None:
         prof.disable()
     return res, time.perf_counter() - w0, time.process_time() - c0, (pstats.Stats(prof) if prof else None)

@@ -17,12 +17,11 @@ comparison through Ray.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import time
 
 from raytestbed.config import load_trial
 from raytestbed.core.job import admit_in_epochs
-from raytestbed.emu.clock_actor import local_service
+from raytestbed.emu.clock_actor import run_in_process
 from raytestbed.emu.fastforward import FastForward
 from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
@@ -46,7 +45,8 @@ def compare_pair(path: str, policy: str) -> dict:
     kind = wl.pop("kind")
 
     def jobs():
-        return admit_in_epochs(load_workload(kind, wl, cluster, trial.seed, loaded.base_dir, where=f"{path}: workload"),
+        return admit_in_epochs(load_workload(kind, wl, cluster, trial.seed, loaded.base_dir, where=f"{path}: workload",
+                                             profiles=loaded.profiles),
                                trial.timing.admission_epoch_s)
 
     pair = PolicyPair.parse(policy, trial.network_policy)
@@ -68,21 +68,8 @@ def compare_pair(path: str, policy: str) -> dict:
                     speeds=speeds, restore_s=t.restore_s, fast_forward=False,
                     on_decisions=lambda ev, name, dt, ds: sim_dec.append((ev, name, dt, list(ds)))).run()
     c1 = time.process_time()
-    emu_dec: list = []
-
-    async def emulate():
-        svc = local_service(cluster, fast_forward=FastForward(enabled=False))
-        await svc.begin_trial(jobs(), policies(), (), mode="replay", speeds=speeds, restore_s=t.restore_s)
-        while True:
-            batch = await svc.poll(5.0)
-            emu_dec.extend(batch.decisions)
-            if batch.done:
-                break
-        res = await svc.result()
-        svc._loop_task.cancel()
-        return res
-
-    res = asyncio.run(emulate())
+    res, _, emu_dec, _ = run_in_process(cluster, jobs(), policies(), fast_forward=FastForward(enabled=False),
+                                        speeds=speeds, restore_s=t.restore_s)
     c2 = time.process_time()
     return {"sim": {r.job.job_id: r.finish_s - r.job.arrival_s for r in sim.records},
             "emu": {j: r.finish_s - r.job.arrival_s for j, r in res["records"].items()},

@@ -38,28 +38,12 @@ def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=Tru
     """A trial on the emulator's clock service with in-process workers (no Ray): returns
     (result dict of ClockService.result, every event delivered, the service). ``trial``: more arguments of
     ``ClockService.begin_trial`` (``speeds``, ``restore_s``)."""
-    import asyncio
-
-    from raytestbed.emu.clock_actor import local_service
-
+    from raytestbed.emu.clock_actor import run_in_process
     from raytestbed.emu.fastforward import FastForward
 
-    async def main():
-        svc = local_service(cluster, fast_forward=FastForward(enabled=fast_forward))
-        await svc.begin_trial(jobs, policies, faults, mode=mode, **trial)
-        events = []
-        t0 = asyncio.get_running_loop().time()
-        while True:
-            b = await svc.poll(1.0)
-            events += b.events
-            if b.done:
-                break
-            assert asyncio.get_running_loop().time() - t0 < timeout_s, "in-process emulated trial did not end"
-        res = await svc.result()
-        svc._loop_task.cancel()
-        return res, events, svc
-
-    return asyncio.run(main())
+    res, events, _, svc = run_in_process(cluster, jobs, policies, faults, fast_forward=FastForward(enabled=fast_forward),
+                                         mode=mode, timeout_s=timeout_s, **trial)
+    return res, events, svc
 
 
 def fresh_venv(folder, wheels=()):

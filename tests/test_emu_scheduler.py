@@ -7,10 +7,13 @@ from pathlib import Path
 import pytest
 
 from conftest import rar_job, run_emulated_in_process, small_cluster
+
 from raytestbed.core.events import Fault, JobFailed, ServerLost, StartJob, Tick
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
+from raytestbed.emu.clock_actor import run_in_process
+from raytestbed.emu.fastforward import FastForward
 from raytestbed.errors import PolicyError
 from raytestbed.schedulers.base import make_policy
 from raytestbed.sim.engine import Simulator
@@ -303,26 +306,7 @@ def test_parrot_on_contended_nics_decides_alike_on_both_backends(network):
     sim = Simulator(cl, make_jobs(), p, n, mode="flow", schedule=timing.schedule,
                     iterations_per_coflow=timing.iterations_per_coflow,
                     on_decisions=lambda ev, name, dt, ds: sim_dec.append((ev, name, dt, list(ds)))).run()
-    emu_dec = []
-
-    import asyncio
-
-    from raytestbed.emu.clock_actor import local_service
-    from raytestbed.emu.fastforward import FastForward
-
-    async def main():
-        svc = local_service(cl, fast_forward=FastForward(enabled=False))
-        await svc.begin_trial(make_jobs(), pols(), (), mode="replay")
-        while True:
-            b = await svc.poll(1.0)
-            emu_dec.extend(b.decisions)
-            if b.done:
-                break
-        res = await svc.result()
-        svc._loop_task.cancel()
-        return res
-
-    res = asyncio.run(main())
+    res, _, emu_dec, _ = run_in_process(cl, make_jobs(), pols(), fast_forward=FastForward(enabled=False))
     s, e = _network_decisions(sim_dec), _network_decisions(emu_dec)
     assert len(s) >= 100  # the policy acts all along
     assert len(e) == len(s)
@@ -350,27 +334,7 @@ def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(n
     p, n = pols()
     sim = Simulator(cl, make_jobs(), p, n, mode="flow", schedule="transfers",
                     on_decisions=lambda ev, name, dt, ds: sim_dec.append((ev, name, dt, list(ds)))).run()
-    emu_dec = []
-
-    import asyncio
-
-    from raytestbed.emu.clock_actor import local_service
-
-    from raytestbed.emu.fastforward import FastForward
-
-    async def main():
-        svc = local_service(cl, fast_forward=FastForward(enabled=False))
-        await svc.begin_trial(make_jobs(), pols(), (), mode="replay")
-        while True:
-            b = await svc.poll(1.0)
-            emu_dec.extend(b.decisions)
-            if b.done:
-                break
-        res = await svc.result()
-        svc._loop_task.cancel()
-        return res
-
-    res = asyncio.run(main())
+    res, _, emu_dec, _ = run_in_process(cl, make_jobs(), pols(), fast_forward=FastForward(enabled=False))
     s, e = _network_decisions(sim_dec), _network_decisions(emu_dec)
     assert len(s) >= 5  # the policy acts on this example
     assert [x[1:] for x in e] == [x[1:] for x in s]

@@ -1,6 +1,7 @@
 """Where the clock service runs: as an async Ray actor whose runs live in the worker pool's hosts
 (:class:`ClockActor`, :func:`clock_actor_class`; ``EmuCluster.clock``), or in-process with its runs'
-participants as plain objects (:func:`local_service`, :class:`LocalLauncher`; tests, no Ray).
+participants as plain objects (:func:`local_service`, :class:`LocalLauncher`, :func:`run_in_process`;
+tests and benchmarks, no Ray).
 
 A *launcher* starts and drops a run's participants: the pool's
 :class:`~raytestbed.emu.pool.PoolLauncher` in the actor, :class:`LocalLauncher` in-process.
@@ -56,6 +57,39 @@ def local_service(cluster: Cluster, **kw) -> ClockService:
     svc = ClockService(cluster, launcher=LocalLauncher(lambda: holder[0]), **kw)
     holder.append(svc)
     return svc
+
+
+def run_in_process(cluster: Cluster, jobs, policies, faults=(), *, fast_forward: FastForward | None = None,
+                   mode: str = "replay", replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD,
+                   timeout_s: float | None = None, **trial) -> tuple[dict, list, list, ClockService]:
+    """A whole trial on the emulator's clock service with in-process workers (no Ray: the same clock,
+    fabric, scheduler and worker programs on one asyncio loop; tests and benchmarks).
+
+    ``trial``: more arguments of :meth:`ClockService.begin_trial` (``speeds``, ``restore_s``, ...);
+    ``timeout_s``: wall seconds after which it stops with an AssertionError (None: no limit).
+    Returns (:meth:`ClockService.result`, every event delivered, every decision batch, the service)."""
+    import asyncio
+
+    async def main():
+        svc = local_service(cluster, fast_forward=fast_forward or FastForward(),
+                            replay_payload_bytes=replay_payload_bytes)
+        await svc.begin_trial(jobs, policies, faults, mode=mode, **trial)
+        events: list = []
+        decisions: list = []
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        while True:
+            batch = await svc.poll(1.0)
+            events += batch.events
+            decisions += batch.decisions
+            if batch.done:
+                break
+            assert timeout_s is None or loop.time() - t0 < timeout_s, "in-process emulated trial did not end"
+        res = await svc.result()
+        svc._loop_task.cancel()
+        return res, events, decisions, svc
+
+    return asyncio.run(main())
 
 
 class ClockActor(ClockService):
