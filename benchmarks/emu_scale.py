@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from raytestbed.core.profile import default_profiles, load_profile_dir
+from raytestbed.core.profile import model_profiles
 from raytestbed.resources import package_dir
 
 
@@ -82,9 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / "alone.yaml").write_text(yaml.safe_dump(spread))
         st = run(out / "together.yaml", out / "together")
         jt = pd.read_csv(out / "together" / "jobs.csv").set_index("job_id")
-        profiles = default_profiles()
-        if args.profiles is not None:
-            profiles.update(load_profile_dir(args.profiles))
+        profiles = model_profiles(args.profiles)
         print(f"\n16 GPUs of real compute ({args.device}; compute factor "
               f"{args.compute_factor if args.compute_factor is not None else 'profile-scaled'}): peak busy GPUs "
               f"{st['emulation']['peak_busy_gpus']}, wall {st['emulation']['wall_s']:.0f} s (together)")

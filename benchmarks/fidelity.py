@@ -54,7 +54,7 @@ from pathlib import Path
 
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.placement import Placement
-from raytestbed.core.profile import default_profiles
+from raytestbed.core.profile import default_profiles, model_profiles
 from raytestbed.core.timing import asrpt_iteration_time, sjfbco_iteration_time
 from raytestbed.traces.jobs import build_job
 
@@ -161,11 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a folder of profiles (raytestbed profile --out) for the jobs and the predictions "
                          "(default: the shipped ones)")
     args = ap.parse_args(argv)
-    profiles = default_profiles()
-    if args.profiles is not None:
-        from raytestbed.core.profile import load_profile_dir
-
-        profiles.update(load_profile_dir(args.profiles))
+    profiles = model_profiles(args.profiles)
 
     from raytestbed.emu.raysession import RaySession
 
