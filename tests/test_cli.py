@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from raytestbed.cli import main
 
@@ -307,6 +308,13 @@ def test_a_backend_that_cannot_honour_the_trial_refuses_before_the_run(tmp_path,
     workers cannot move a job's explicit traffic; either refuses in one line, exit 2, nothing written."""
     trials = Path(__file__).resolve().parents[1] / "workloads" / "trials"
     args = [str(trials / a) if a.endswith(".yaml") else a for a in args]
+    if "parrot_ms60.yaml" in args[1]:  # Parrot's trial on three jobs in its trace's format (no data folder needed)
+        (tmp_path / "ms.csv").write_text("job_id,num_gpu,submit_time,iterations,model_name,duration\n"
+                                         "1,1,0,100,resnet50,50\n2,2,5,200,vgg16,120\n3,1,9,50,resnet50,20\n")
+        trial = yaml.safe_load(Path(args[1]).read_text())
+        trial["workload"]["path"] = str(tmp_path / "ms.csv")
+        args[1] = str(tmp_path / "ms3.yaml")
+        Path(args[1]).write_text(yaml.safe_dump(trial))
     out = tmp_path / "out"
     assert main([*args, "--out", str(out), "--quiet"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
