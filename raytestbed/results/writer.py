@@ -46,8 +46,15 @@ def _clean(v: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
-    """Compact deterministic JSON (NaN as null)."""
-    return json.dumps(_clean(obj), separators=(",", ":"), sort_keys=False)
+    """Compact deterministic JSON (NaN as null).
+
+    Most records (every event of a run) hold only finite numbers and string or number keys: those are
+    written as they are, in one pass of ``json``; the others (a NaN, a tuple key) go through :func:`_clean`
+    first."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), sort_keys=False, allow_nan=False)
+    except (ValueError, TypeError):
+        return json.dumps(_clean(obj), separators=(",", ":"), sort_keys=False)
 
 
 def write_json(path: Path, obj: Any) -> None:
