@@ -10,6 +10,7 @@ their own extra columns and files on it; every finished job is journaled at once
 
 from __future__ import annotations
 
+import contextlib
 import inspect
 import json
 import math
@@ -455,16 +456,21 @@ def compare_into(path: Path, loaded: LoadedTrial, pairs: list[PolicyPair], seed:
     interrupted resumes from its journal. ``report``: False writes only ``comparison.csv`` (no plots).
     """
     rows = []
-    for pair in pairs:
-        sub = path / policy_folder(str(pair))
-        old = previous_dir / policy_folder(str(pair)) if previous_dir is not None else None
-        if old is not None and (old / "summary.json").is_file():
-            shutil.copytree(old, sub)
-            summary = json.loads((sub / "summary.json").read_text(encoding="utf-8"))
-        else:
-            prev = read_journal(old / JOURNAL) if old is not None and (old / JOURNAL).is_file() else None
-            summary = run_into(sub, loaded, pair, seed, backend, show_progress, report=False, previous=prev)
-        rows.append(summary)
+    olds = [previous_dir / policy_folder(str(pair)) if previous_dir is not None else None for pair in pairs]
+    done = [old is not None and (old / "summary.json").is_file() for old in olds]
+    # several runs to go: the backend's shared part (the emulator's Ray) is started once for all of them
+    shared = (backend.backend.session(backend.apply(loaded).trial, loaded.cluster_config.build())
+              if done.count(False) > 1 and backend.backend.missing() is None else contextlib.nullcontext())
+    with shared:
+        for pair, old, finished in zip(pairs, olds, done):
+            sub = path / policy_folder(str(pair))
+            if finished:
+                shutil.copytree(old, sub)
+                summary = json.loads((sub / "summary.json").read_text(encoding="utf-8"))
+            else:
+                prev = read_journal(old / JOURNAL) if old is not None and (old / JOURNAL).is_file() else None
+                summary = run_into(sub, loaded, pair, seed, backend, show_progress, report=False, previous=prev)
+            rows.append(summary)
     names = [str(p) for p in pairs]
     cols = [k for k in SUMMARY_KEYS if any(k in r for r in rows)]
     df = pd.DataFrame(rows)[cols]

@@ -12,6 +12,7 @@ and ``summary.json`` entries it carries on its result. The backends are found by
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any, ClassVar, Protocol
 
@@ -90,6 +91,11 @@ class Backend(Protocol):
                 speeds: GpuSpeeds | None) -> str | None:
         """Why this backend cannot honour the trial (one line), or None: a backend refuses before the run
         instead of ignoring a setting. ``jobs`` / ``speeds``: None where not known yet (checked when given)."""
+
+    def session(self, trial: Any, cluster: Cluster) -> AbstractContextManager[None]:
+        """What several runs of one trial on one cluster share, held open around them (a comparison's
+        policies): the emulator's Ray session, started once instead of once per policy; nothing for
+        the simulator."""
 
     def run(self, run: TrialRun) -> RunResult:
         """Run the trial's jobs to their end; the result carries the backend's extra columns and files."""

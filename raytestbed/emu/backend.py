@@ -15,11 +15,12 @@ Times are emulated seconds of the virtual clock. The results are the simulator's
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -299,6 +300,22 @@ class EmuBackend:
             return ("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
                     "to its end)")
         return None
+
+    @contextlib.contextmanager
+    def session(self, trial: Any, cluster: Cluster) -> Iterator[None]:
+        """One Ray session for several runs (a comparison's policies): each run's :class:`EmuCluster` finds
+        Ray connected and starts only its own actors, instead of starting and stopping Ray (~15 s on a
+        quiet 2-core host) once per run. Each run's actors and placement groups still go with it."""
+        from raytestbed.emu.cluster import RESOURCE  # the emulator's Ray side: only when an emulated comparison runs
+        from raytestbed.emu.raysession import RaySession
+
+        cfg = trial.emu
+        session = RaySession.open(address=cfg.address, resources={RESOURCE: float(cluster.total_gpus)},
+                                  start_timeout_s=cfg.start_timeout_s)
+        try:
+            yield
+        finally:
+            session.close()
 
     def run(self, run: TrialRun) -> RunResult:
         """Run the trial on an emulated cluster started for it (and stopped after)."""

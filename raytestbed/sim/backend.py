@@ -7,10 +7,12 @@ Its result has the common ``jobs.csv`` columns only, and the GPU seconds held pe
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from raytestbed.core.backend import TrialRun
+from raytestbed.core.cluster import Cluster
 from raytestbed.core.eventcore import RunResult
 from raytestbed.core.gpu_types import GpuSpeeds, transfer_timing_refusal
 from raytestbed.core.job import Job
@@ -42,6 +44,9 @@ class SimBackend:
         if timing.mode == "flow":
             return transfer_timing_refusal(jobs, speeds)
         return None
+
+    def session(self, trial: Any, cluster: Cluster) -> contextlib.nullcontext:
+        return contextlib.nullcontext()
 
     def run(self, run: TrialRun) -> RunResult:
         timing = run.trial.timing
