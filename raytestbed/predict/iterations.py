@@ -129,6 +129,7 @@ class RandomForestPredictor(IterationPredictor):
         self._ucode: dict[str, int] = {}
         self._cache: dict[tuple, int] = {}
         self._asked = 0  #: keys predicted one call at a time since the last fit (exact forest)
+        self.batch_fits = 0  #: fits after which every known key was predicted at once
 
     #: the exact forest predicts every known key at a refit when they number at most this many times
     #: the keys asked one by one since the previous fit: one call costs about ten rows of a batch
@@ -204,6 +205,7 @@ class RandomForestPredictor(IterationPredictor):
                 if keys and len(keys) <= self.BATCH_RATIO * asked:
                     vals = _round(self._model.predict(self._encode(keys)))
                     self._cache = dict(zip(keys, (int(v) for v in vals)))
+                    self.batch_fits += 1
                 return
         from sklearn.ensemble import RandomForestRegressor  # seconds to import: only where it fits
 
