@@ -15,9 +15,11 @@ import numpy as np
 import pytest
 
 from conftest import small_cluster
+from raytestbed.core.job import Stage
 from raytestbed.core.placement import Placement
 from raytestbed.core.profile import default_profiles
 from raytestbed.core.timing import AsrptModel, IterationModel, asrpt_iteration_time
+from raytestbed.placement.heavy_edge import heavy_edge_assignment, heavy_edge_placement
 from raytestbed.placement.select import least_available, most_available
 from raytestbed.predict import forest
 from raytestbed.predict.iterations import CompletedRows, OnlinePredictor, RandomForestPredictor
@@ -72,6 +74,48 @@ def test_run_equals_the_run_with_scikit_learns_forest(busy_days):
     assert sum(bool(r.predicted_iterations) for r in res.records) > 300
     ref, _ = _run(cluster, jobs, engine="sklearn")
     assert _per_job(res) == _per_job(ref)
+
+
+@pytest.mark.parametrize("ratio", [0, 10**9])
+def test_run_equals_the_run_predicting_keys_only_one_by_one_or_all_at_each_refit(busy_days, monkeypatch, ratio):
+    """The exact forest predicts every known (group, user) at a refit when that is cheaper than one
+    by one (``BATCH_RATIO``): the run equals the run that never does (ratio 0: every key when first
+    asked) and the run that does so at every refit that follows asked keys."""
+    cluster, jobs, res, policy = busy_days
+    assert policy.predictor.model.batch_fits >= 1  # the default run did predict in batches
+    monkeypatch.setattr(RandomForestPredictor, "BATCH_RATIO", ratio)
+    ref, ref_policy = _run(cluster, jobs)
+    batched = ref_policy.predictor.model.batch_fits
+    assert batched == 0 if ratio == 0 else batched >= policy.predictor.model.batch_fits
+    assert _per_job(res) == _per_job(ref)
+
+
+def _heavy_edge_reference(job, servers_gpus, seed, ps):
+    """Heavy-Edge's mapping written out: each server's vertices, in (stage, replica) order, take its GPUs."""
+    stage_gpus = [[-1] * st.replicas for st in job.stages]
+    caps = [len(g) for _, g in servers_gpus]
+    for (_, gpus), verts in zip(servers_gpus, heavy_edge_assignment(job, caps, seed)):
+        for (s, r), gpu in zip(verts, gpus):
+            stage_gpus[s][r] = int(gpu)
+    return Placement(tuple(tuple(x) for x in stage_gpus), tuple(ps))
+
+
+def test_one_gpu_placement_equals_heavy_edge_mapping():
+    cluster, jobs = _workload(300, 30.0)
+    one = [j for j in jobs if j.gpus == 1]
+    assert len(one) > 100
+    for j in one:
+        for servers_gpus in ([(3, [25])], [(0, []), (5, [41])], [(2, [17]), (4, [])]):
+            got = heavy_edge_placement(j, servers_gpus, 0, (1,) if j.num_ps else ())
+            assert got == _heavy_edge_reference(j, servers_gpus, 0, (1,) if j.num_ps else ())
+
+
+def test_job_gpus_follows_its_stages():
+    job = _workload(5, 30.0)[1][0]
+    before = job.gpus
+    assert before == sum(st.replicas for st in job.stages)
+    job.stages = job.stages + (Stage(3, job.stages[0].profile),)
+    assert job.gpus == before + 3
 
 
 class _PlainEq7(IterationModel):

@@ -279,21 +279,22 @@ class EventCore:
 
     def drain(self) -> None:
         """Deliver every queued event to every policy and apply their decisions."""
-        while self._immediate:
-            ev = self._immediate.popleft()
+        queue, view, clock, timed = self._immediate, self.view, time.perf_counter, self.decision_times.append
+        while queue:
+            ev = queue.popleft()
             self.events += 1
             if self._on_event is not None:
                 self._on_event(ev)
             for pol in self.policies:
-                t0 = time.perf_counter()
+                t0 = clock()
                 try:
-                    decisions = pol.on_event(ev, self.view)
+                    decisions = pol.on_event(ev, view)
                 except PolicyError as e:  # the policy refuses on purpose (e.g. a job pattern it cannot run)
                     raise policy_fault(pol, ev, _without_name(e, pol), e) from e
                 except Exception as e:  # the policy's own failure: one line naming it and the event
                     raise policy_fault(pol, ev, f"raised {type(e).__name__}: {_first_line(e)}", e) from e
-                dt = time.perf_counter() - t0
-                self.decision_times.append(dt)
+                dt = clock() - t0
+                timed(dt)
                 if decisions.__class__ is list and not decisions:
                     continue  # the common answer: nothing to check or apply
                 decisions = _decision_list(decisions, pol, ev)

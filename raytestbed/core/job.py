@@ -158,6 +158,8 @@ class Job:
     extra: dict[str, Any] = field(default_factory=dict)
     traffic: JobTraffic | None = None
     worker_iterations: bool = False
+    #: (stages, g_i) of the last ``gpus`` call: the sum is made again only when ``stages`` was replaced
+    _gpus_of: tuple | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.stages = tuple(self.stages)
@@ -179,7 +181,10 @@ class Job:
     @property
     def gpus(self) -> int:
         """GPUs needed: g_i = sum of replicas over stages."""
-        return sum(st.replicas for st in self.stages)
+        memo = self._gpus_of
+        if memo is None or memo[0] is not self.stages:
+            memo = self._gpus_of = (self.stages, sum(st.replicas for st in self.stages))
+        return memo[1]
 
     @property
     def num_stages(self) -> int:

@@ -47,10 +47,14 @@ class Placement:
         """x^m_{i,s}: for every used server, the number of replicas of each stage on it."""
         out: Counts = {}
         n = len(self.stage_gpus)
+        server_of = cluster.server_of
         for s, gpus in enumerate(self.stage_gpus):
             for g in gpus:
-                m = cluster.server_of(g)
-                out.setdefault(m, [0] * n)[s] += 1
+                m = server_of(g)
+                x = out.get(m)
+                if x is None:
+                    x = out[m] = [0] * n
+                x[s] += 1
         return out
 
     def gpus_per_server(self, cluster: Cluster) -> dict[int, int]:
@@ -74,10 +78,11 @@ class Placement:
                     f"job {job.job_id}: stage {s} needs {st.replicas} GPUs, placement gives {len(gpus)}"
                 )
         all_gpus = self.gpus
-        if len(set(all_gpus)) != len(all_gpus):
+        if len(all_gpus) > 1 and len(set(all_gpus)) != len(all_gpus):
             raise PolicyError(f"job {job.job_id}: placement uses a GPU twice")
+        total = cluster.total_gpus
         for g in all_gpus:
-            if not 0 <= g < cluster.total_gpus:
+            if not 0 <= g < total:
                 raise PolicyError(f"job {job.job_id}: GPU {g} does not exist")
             if free is not None and g not in free:
                 raise PolicyError(f"job {job.job_id}: GPU {g} is not free")

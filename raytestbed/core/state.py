@@ -106,19 +106,20 @@ class ClusterState:
     def allocate(self, job: Job, placement: Placement) -> None:
         """Validate ``placement`` against the free GPUs and take them."""
         placement.validate(job, self.cluster)
-        c = self.cluster
-        for g in placement.gpus:
-            m = c.server_of(g)
-            if g not in self.free[m]:
+        server_of, free = self.cluster.server_of, self.free
+        gpus = placement.gpus
+        servers = [server_of(g) for g in gpus]
+        for g, m in zip(gpus, servers):
+            if g not in free[m]:
                 raise PolicyError(f"job {job.job_id}: GPU {g} (server {m}) is not free")
         for m in placement.ps_servers:
             if m in self.lost_servers:
                 raise PolicyError(f"job {job.job_id}: PS server {m} is lost")
-        for g in placement.gpus:
-            m = c.server_of(g)
-            self.free[m].discard(g)
-            self.free_count[m] -= 1
-        self.total_free -= len(placement.gpus)
+        free_count = self.free_count
+        for g, m in zip(gpus, servers):
+            free[m].discard(g)
+            free_count[m] -= 1
+        self.total_free -= len(gpus)
 
     def release(self, placement: Placement) -> None:
         """Return the GPUs of ``placement`` to the free pool (GPUs of lost servers stay out)."""

@@ -269,6 +269,10 @@ def heavy_edge_placement(
     Replica (s, r) keeps its identity: a server's vertices, in (s, r) order, take
     that server's GPUs in the given order.
     """
+    if len(job.stages) == 1 and job.stages[0].replicas == 1:  # one GPU: nothing to map (the most common job)
+        given = [g for _, gpus in servers_gpus for g in gpus]
+        if len(given) == 1:
+            return Placement(((int(given[0]),),), tuple(ps_servers))
     caps = [len(g) for _, g in servers_gpus]
     assign = heavy_edge_assignment(job, caps, seed)
     stage_gpus: list[list[int]] = [[-1] * st.replicas for st in job.stages]

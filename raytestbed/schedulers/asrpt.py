@@ -355,11 +355,14 @@ class AsrptPolicy(Policy):
 
     def _schedule(self, view: ClusterView) -> list[Decision]:
         now = view.now
-        self._queue.extend(self._virt.advance(now))
-        out: list[Decision] = []
         q = self._queue
-        if self._wait is None and not self._parked and (not q or view.pending[q[0]].gpus > view.total_free):
+        done = self._virt.advance(now)
+        if done:
+            q.extend(done)
+        pending = view.pending
+        if self._wait is None and not self._parked and (not q or pending[q[0]].gpus > view.total_free):
             return self._pending_wakes(now)  # nothing waits and the head does not fit (L5): no pool to plan
+        out: list[Decision] = []
         pool = FreePool(view)
         if self._wait is not None:
             if not self._retry(self._wait, view, pool, out):
@@ -375,7 +378,7 @@ class AsrptPolicy(Policy):
                 return out + self._pending_wakes(now)  # an expired parked job blocks the queue
         while q:
             jid = q[0]
-            job = view.pending[jid]
+            job = pending[jid]
             if job.gpus > pool.total_free:  # L5 / L24-25: the head blocks everything behind it
                 break
             q.popleft()  # L7
@@ -420,6 +423,8 @@ class AsrptPolicy(Policy):
             t = self._virt.next_completion()
             if t is not None and t > self._virt.now:
                 self._wake(max(t, now))
+        if not self._new_wakes:
+            return []
         out = [WakeUp(t) for t in self._new_wakes]
         self._new_wakes = []
         return out
