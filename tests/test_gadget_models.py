@@ -70,3 +70,21 @@ def test_real_compute_accepts_parameter_server_jobs():
     lt, cluster, jobs = _jobs("parity_parrot20")
     assert any(j.num_ps for j in jobs)
     check_real_compute(cluster, jobs, lt.profiles)
+
+
+def test_the_emulator_replays_the_models_trial_as_the_flow_simulator_does():
+    """gadget12_real in replay on the in-process emulator against the flow simulator: same finish per job
+    (the model's gradient moves on the fluid model on both); what real compute adds is measured by
+    ``raytestbed parity ... --backends sim,emu:real`` (docs/benchmarks.md)."""
+    from conftest import run_emulated_in_process
+    from raytestbed.core.timing import GadgetModel
+    from raytestbed.schedulers.base import make_policy
+    from raytestbed.sim.engine import Simulator
+
+    lt, cluster, jobs = _jobs("gadget12_real")
+    pol = lambda: make_policy("gadget", "placement", lt.trial.seed, **lt.trial.policy_params["gadget"])  # noqa: E731
+    sim = Simulator(cluster, jobs, pol(), mode="flow", model=GadgetModel()).run()
+    res, _, _ = run_emulated_in_process(cluster, _jobs("gadget12_real")[2], [pol()], timeout_s=600)
+    assert all(sim.iterations_done[j.job_id] == j.iterations for j in jobs)  # every job finished its budget
+    for r in sim.records:
+        assert res["records"][r.job.job_id].finish_s == pytest.approx(r.finish_s, rel=1e-6, abs=1e-9), r.job.job_id
