@@ -36,7 +36,7 @@ from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.core.profile import ModelProfile, default_profiles
 from raytestbed.errors import ConfigError, RaytestbedError
-from raytestbed.execution.plan import plan_job
+from raytestbed.execution.plan import check_zoo_model, plan_job
 from raytestbed.plugins import ship_by_value
 
 #: the measured per-iteration statistics added to ``jobs.csv`` (emulated seconds)
@@ -255,7 +255,8 @@ def check_real_compute(cluster: Cluster, jobs: Sequence[Job],
         if len(gpus) > cluster.total_gpus:
             continue  # refused elsewhere
         it = iter(gpus)
-        placement = Placement(tuple(tuple(next(it) for _ in range(k)) for k in job.replicas()))
+        placement = Placement(tuple(tuple(next(it) for _ in range(k)) for k in job.replicas()),
+                              ps_servers=tuple(m % cluster.num_servers for m in range(job.num_ps)))
         try:
             plan_job(job, placement, cluster, iterations=1, mode="real", profile=profiles.get(job.model))
         except ConfigError as e:
@@ -296,6 +297,12 @@ class EmuBackend:
                         f"--backend sim:flow")
         if (why := transfer_timing_refusal(jobs, speeds)) is not None:
             return f"backend emu: {why}"
+        if trial.emu.compute == "real":
+            for j in jobs or ():
+                try:
+                    check_zoo_model(j)  # before any backend runs (the run itself checks the whole plan)
+                except ConfigError as e:
+                    return f"backend emu:real: {e} (workload {trial.workload.kind!r})"
         if trial.timing.until_s is not None:
             return ("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
                     "to its end)")

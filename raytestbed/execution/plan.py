@@ -219,6 +219,16 @@ def ps_endpoint(cluster: Cluster, server: int, worker_gpus: set[int]) -> int:
     return gpus[0]
 
 
+def check_zoo_model(job: Job) -> None:
+    """ConfigError (one line naming the job and its model) unless real compute can build ``job.model``:
+    a zoo preset (:mod:`raytestbed.models`; imports torch, 2-3 s)."""
+    from raytestbed.models import PRESETS
+
+    if job.model not in PRESETS:
+        raise ConfigError(f"job {job.job_id}: model {job.model!r} is not a zoo preset "
+                          f"(real compute needs one of {', '.join(PRESETS)}); use mode 'replay'")
+
+
 def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: int, mode: str = "replay",
              start_iteration: int = 0, profile: ModelProfile | None = None,
              speeds: GpuSpeeds | None = None) -> JobPlan:
@@ -241,11 +251,7 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
     boundaries: list[int] = []
     num_layers = 0
     if mode == "real":
-        from raytestbed.models import PRESETS  # torch (2-3 s to import): real compute only
-
-        if job.model not in PRESETS:
-            raise ConfigError(f"job {job.job_id}: model {job.model!r} is not a zoo preset "
-                              f"(real compute needs one of {', '.join(PRESETS)}); use mode 'replay'")
+        check_zoo_model(job)
         if "boundaries" in job.extra:
             boundaries = [int(x) for x in job.extra["boundaries"]]
         elif S == 1:

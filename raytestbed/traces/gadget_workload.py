@@ -27,6 +27,15 @@ backend): the stage's forward time is slot_s / zeta_i (rounded down to about a m
 :func:`step_time`), so each worker does zeta_i iterations per slot. Its parameter bytes are 0: b_i is a reservation checked by the
 placement, not a transfer. ``job.extra`` holds zeta, F (in iterations), b_bps, mem_gb, lambda1..3,
 N and fixed_workers.
+
+``models: [NAME, ...]`` (profiled models, e.g. zoo presets ``vgg19-cifar``, ``gpt-small``; job i runs
+``models[i % len(models)]``) makes each job that model's ring-all-reduce job instead, so the emulator can
+run it with real compute: the stage is the whole model's profile (forward t^f M and backward t^b
+seconds, gradient bytes d, as the zoo profiled them) and zeta_i is not drawn but follows from the
+model, zeta_i = slot_s / (t^f M + t^b) (a float: the compute-only term of GADGET eq. (1), which §III
+uses to motivate zeta_i; the ring all-reduce of d bytes comes on top where the backend charges it).
+Every other parameter, and the arrivals, are drawn as without ``models`` (zeta_i is still drawn, then
+discarded), so the jobs differ only in their model, step and zeta_i.
 """
 
 from __future__ import annotations
@@ -37,6 +46,8 @@ import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
 
 from raytestbed.core.job import CommPattern, Job, Stage, StageProfile
+from raytestbed.core.profile import ModelProfile
+from raytestbed.errors import TraceError
 from raytestbed.traces.arrival_patterns import ARRIVAL_KINDS, trace_shaped_arrivals
 from raytestbed.traces.registry import LoaderParams, WorkloadContext, parse_params, register_workload
 
@@ -60,6 +71,7 @@ class GadgetParams(LoaderParams):
     fixed_workers: tuple[PositiveInt, PositiveInt] = (1, 10)
     mem_gb: tuple[PositiveInt, PositiveInt] = (1, 8)
     lambda2: tuple[float, float] = Field((0.0, 1.0))
+    models: list[str] | None = Field(None, min_length=1)  #: profiled models, job i runs models[i % len]
 
     @field_validator("arrivals")
     @classmethod
@@ -95,6 +107,14 @@ def step_time(slot_s: float, zeta: int) -> float:
     return math.floor(slot_s / zeta / STEP_GRID_S) * STEP_GRID_S
 
 
+def _model_stage(profile: ModelProfile, name: str) -> StageProfile:
+    """The whole model as one data-parallel stage (seconds, bytes); refuses a profile without compute time."""
+    prof = profile.stage_profiles([0])[0]
+    if prof.fwd_s + prof.bwd_s <= 0:
+        raise TraceError(f"workload.models: model {name!r} has no compute time in its profile")
+    return prof
+
+
 def _ri(rng: np.random.Generator, lohi) -> int:
     return int(rng.integers(lohi[0], lohi[1] + 1))
 
@@ -108,6 +128,7 @@ def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
     mean_gap = span / p.jobs
     shaped = None if p.arrivals == "poisson" else trace_shaped_arrivals(p.arrivals, p.jobs, span, ctx.seed,
                                                                          [ctx.base_dir])
+    steps = {m: _model_stage(ctx.profile(m, f"{ctx.where}.models"), m) for m in (p.models or ())}
     t_poisson = 0.0
     jobs = []
     for jid in range(p.jobs):
@@ -124,11 +145,17 @@ def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
         lam3 = _ri(rng, p.lambda3)
         fixed = min(_ri(rng, p.fixed_workers), n)
         mem = float(_ri(rng, p.mem_gb))
-        budget_iters = f if p.budget_mode == "iterations" else f * zeta
-        prof = StageProfile(fwd_s=step_time(p.slot_s, zeta), bwd_s=0.0, out_bytes=0.0, param_bytes=0.0)
+        if p.models:
+            model = p.models[jid % len(p.models)]
+            prof = steps[model]
+            zeta = p.slot_s / (prof.fwd_s + prof.bwd_s)
+        else:
+            model = "gadget-synthetic"
+            prof = StageProfile(fwd_s=step_time(p.slot_s, zeta), bwd_s=0.0, out_bytes=0.0, param_bytes=0.0)
+        budget_iters = f if p.budget_mode == "iterations" else int(f * zeta)
         jobs.append(Job(
             job_id=jid, arrival_s=round(t, 6), iterations=int(budget_iters), stages=(Stage(fixed, prof),),
-            comm=CommPattern.RAR, model="gadget-synthetic", max_workers=n, worker_iterations=True,
+            comm=CommPattern.RAR, model=model, max_workers=n, worker_iterations=True,
             extra=dict(zeta=float(zeta), F=float(budget_iters), F_raw=f, b_bps=b, mem_gb=mem, lambda1=float(lam1),
                        lambda2=lam2, lambda3=float(lam3), N=n, fixed_workers=fixed, slot_s=p.slot_s,
                        budget_mode=p.budget_mode),
