@@ -205,7 +205,8 @@ class EmuConfig(_Strict):
         1 << 20, description="replay: the largest buffer that really moves through Ray per transfer (null: the "
         "profiled size); the fabric charges the profiled size either way, so emulated times do not change")
     gpus_per_actor: PositiveInt | None = Field(
-        None, description="emulated GPUs per worker-pool host process (default 1)")
+        None, description="emulated GPUs per worker-pool host process (default: a whole server for replay "
+        "compute, 1 for real compute). Results do not depend on it")
     progress_s: PositiveFloat = Field(1.0, description="wall seconds between the driver's progress polls")
     start_timeout_s: PositiveFloat | None = Field(
         None, description="wall seconds each stage of Ray's start-up (and of the emulated servers' and worker "

@@ -244,6 +244,17 @@ class EmuDriver:
         }
 
 
+def gpus_per_actor(cfg, cluster: Cluster) -> int:
+    """GPUs per worker-pool host process for a trial's ``emu`` settings: as set, else a whole server
+    for replay (its workers' steps and in-server messages stay in one process) and one GPU for real
+    compute (each worker's passes in a process of its own)."""
+    if cfg.gpus_per_actor is not None:
+        return int(cfg.gpus_per_actor)
+    if cfg.compute == "replay":
+        return max((s.gpus for s in cluster.servers), default=1)
+    return 1
+
+
 def check_real_compute(cluster: Cluster, jobs: Sequence[Job],
                        profiles: Mapping[str, ModelProfile] | None = None) -> None:
     """Refuse, before anything starts, jobs that real compute cannot run (a model outside the zoo, no
@@ -339,7 +350,7 @@ class EmuBackend:
             check_real_compute(run.cluster, run.jobs, profiles)
         ff = FastForward(**cfg.fast_forward.model_dump())
         with EmuCluster(run.cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
-                        gpus_per_actor=cfg.gpus_per_actor, replay_payload_bytes=cfg.replay_payload_bytes,
+                        gpus_per_actor=gpus_per_actor(cfg, run.cluster), replay_payload_bytes=cfg.replay_payload_bytes,
                         start_timeout_s=cfg.start_timeout_s) as emu:
             emu.fast_forward = ff
             if cfg.compute == "real":

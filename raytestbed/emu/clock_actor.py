@@ -17,20 +17,31 @@ from raytestbed.core.cluster import Cluster
 from raytestbed.emu.clock_service import DEFAULT_REPLAY_PAYLOAD, ClockService
 from raytestbed.emu.executors.worker import ParamServer, StageWorker
 from raytestbed.emu.fastforward import FastForward
+from raytestbed.emu.hostlink import ClockLink
 from raytestbed.emu.pool import PoolLauncher
 from raytestbed.emu.run import Run
 
 
 class LocalLauncher:
-    """Runs' participants as in-process objects (tests; no Ray): the clock service is their clock."""
+    """Runs' participants as in-process objects (tests; no Ray): one in-process "host" whose
+    :class:`~raytestbed.emu.hostlink.ClockLink` calls the clock service directly."""
+
+    HOST = "local"  #: the one host's name at the clock
 
     def __init__(self, service_ref: Callable[[], ClockService] | None = None) -> None:
         self._service = service_ref
+        self.link: ClockLink | None = None
         self.objects: dict[tuple, list] = {}
         self.tasks: dict[tuple, list] = {}
 
+    def link_of(self, host) -> ClockLink | None:
+        """Where the clock sends host ``host``'s wake-ups."""
+        return self.link if host == self.HOST else None
+
     async def launch(self, run: Run, start_s: float) -> list:
-        clock = self._service()
+        if self.link is None:
+            self.link = ClockLink(self._service(), self.HOST)
+        clock = self.link
         workers = [StageWorker(spec, clock, (run.run_id, "w", spec.rank), start_s) for spec in run.plan.workers]
         ps = [ParamServer(p, clock, (run.run_id, "ps", p.index), start_s, run.monitor.iterations)
               for p in run.plan.ps]
@@ -49,6 +60,8 @@ class LocalLauncher:
             if not t.done():
                 t.cancel()
         self.objects.pop(run.run_id, None)
+        if self.link is not None:
+            self.link.forget(run.run_id)
 
 
 def local_service(cluster: Cluster, **kw) -> ClockService:

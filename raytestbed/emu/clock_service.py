@@ -30,6 +30,7 @@ import math
 import time
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -42,6 +43,7 @@ from raytestbed.core.job import Job
 from raytestbed.core.placement import Placement
 from raytestbed.core.policy import Policy
 from raytestbed.emu.fastforward import FastForward, FastForwarder
+from raytestbed.emu.hostlink import remote_call
 from raytestbed.emu.run import Run, touches
 from raytestbed.emu.scheduler import EmuScheduler
 from raytestbed.emu.vclock import Send, VirtualClock, Wake
@@ -106,29 +108,56 @@ class ClockService:
         self._poll_ev: asyncio.Event | None = None
         self.wall_start = time.perf_counter()
         self.stalls: list[str] = []
+        self._wakes: dict = {}  # host -> [(pid, Wake | None)] not sent yet
+        self.step_messages = 0  #: step_many calls received (one per host and event-loop turn of it)
+        self.steps_in = 0  #: steps they carried
+        self.wake_messages = 0  #: wake_many calls sent (one per host and clock turn)
+        self.wakes_out = 0  #: wake-ups they carried
 
     # ------------------------------------------------------------------ participants' calls
-    async def step(self, pid, at: float, sends: Sequence[Send], recvs: Sequence[Hashable],
-                   records: Sequence[tuple] = ()) -> Wake | None:
-        """A participant blocks (see :mod:`raytestbed.emu.vclock`); returns its wake-up, or None when
-        its run was dropped."""
+    async def step_many(self, host, items: Sequence[tuple]) -> int:
+        """The steps and leaves of one host's participants, in one message (:mod:`raytestbed.emu.hostlink`):
+        ``("step", pid, at, sends, recvs, records)``: participant ``pid`` blocks (:meth:`VirtualClock.step
+        <raytestbed.emu.vclock.VirtualClock.step>`), its finished mini-batches' records with it;
+        ``("leave", pid, at, records)``: it ended normally (its last records with it). The wake-ups
+        (``None`` for a participant whose run was dropped) go back to ``host`` (the launcher's name for it) in
+        :meth:`_send_wakes`, one message per host. Returns the items taken."""
         self._ensure_loop()
-        self._take_records(pid, records)
-        fut = asyncio.get_running_loop().create_future()
-
-        def wake(w: Wake | None) -> None:
-            if not fut.done():
-                fut.set_result(w)
-
-        self.clock.step(pid, at, sends, recvs, wake)
+        self.step_messages += 1
+        for it in items:
+            if it[0] == "step":
+                _, pid, at, sends, recvs, records = it
+                self._take_records(pid, records)
+                self.steps_in += 1
+                self.clock.step(pid, at, sends, recvs, partial(self._post_wake, host, pid))
+            else:
+                _, pid, at, records = it
+                self._take_records(pid, records)
+                self.clock.leave(pid)
         self._poke()
-        return await fut
+        return len(items)
 
-    async def leave(self, pid, at: float, records: Sequence[tuple] = ()) -> None:
-        """A participant ended normally (its last records with it)."""
-        self._take_records(pid, records)
-        self.clock.leave(pid)
-        self._poke()
+    def _post_wake(self, host, pid, wake: Wake | None) -> None:
+        """Queue a wake-up for ``host``; every host's queue goes as one message once this turn is over."""
+        box = self._wakes.get(host)
+        if box is None:
+            box = self._wakes[host] = []
+            if len(self._wakes) == 1:
+                asyncio.get_running_loop().call_soon(self._send_wakes)
+        box.append((pid, wake))
+
+    def _send_wakes(self) -> None:
+        boxes, self._wakes = self._wakes, {}
+        for host, wakes in boxes.items():
+            target = self.launcher.link_of(host) if self.launcher is not None else None
+            if target is None:  # its host is gone (a lost server): nobody waits for these
+                continue
+            self.wake_messages += 1
+            self.wakes_out += len(wakes)
+            try:
+                remote_call(target, "wake_many", wakes)
+            except Exception as e:  # a dead host's handle
+                log.debug("wake-ups for host %r not sent: %s", host, e)
 
     # ------------------------------------------------------------------ runs
     def new_run(self, job: Job, placement: Placement, iterations: int, start_iteration: int, mode: str,
@@ -300,6 +329,8 @@ class ClockService:
                 "skipped_iterations": sum(r.monitor.skipped for r in self.runs.values()),
                 "ff_windows": self.fast_forward.windows_opened, "ff_windows_cut": self.fast_forward.windows_cut,
                 "rate_overcommitted": c.net.overcommitted,
+                "step_messages": self.step_messages, "steps": self.steps_in,
+                "wake_messages": self.wake_messages, "wakes": self.wakes_out,
                 "stalls": list(self.stalls)}
 
     async def flows(self) -> list[dict]:

@@ -28,6 +28,7 @@ import logging
 import uuid
 
 from raytestbed.emu.executors.worker import ParamServer, StageWorker
+from raytestbed.emu.hostlink import ClockLink
 from raytestbed.errors import ConfigError, ServerLostError
 
 log = logging.getLogger(__name__)
@@ -41,23 +42,66 @@ def new_run_key(job_id: int) -> tuple[int, str]:
     return (int(job_id), uuid.uuid4().hex[:12])
 
 
-class _Method:
-    __slots__ = ("_handle", "_lead", "_name")
+#: the RunHost of this process, by its Ray actor id (hex); a RunProxy to it calls it directly
+_HOSTS_HERE: dict[str, "RunHost"] = {}
 
-    def __init__(self, handle, lead: tuple, name: str) -> None:
-        self._handle, self._lead, self._name = handle, lead, name
+
+def host_key(handle) -> str | None:
+    """A Ray actor handle's actor id (hex): the name of a host at the clock and in :data:`_HOSTS_HERE`."""
+    aid = getattr(handle, "_actor_id", None)
+    return None if aid is None else aid.hex()
+
+
+def _this_actor_id() -> str | None:
+    """The Ray actor id of this process's actor (None outside a Ray actor)."""
+    import sys
+
+    ray = sys.modules.get("ray")
+    if ray is None or not ray.is_initialized():
+        return None
+    try:
+        return ray.get_runtime_context().get_actor_id()
+    except Exception:  # not in an actor
+        return None
+
+
+class _Method:
+    __slots__ = ("_proxy", "_name")
+
+    def __init__(self, proxy: "RunProxy", name: str) -> None:
+        self._proxy, self._name = proxy, name
 
     def remote(self, *args):
-        return self._handle.call.remote(*self._lead, self._name, *args)
+        p = self._proxy
+        here = p._here()
+        if here is not None:  # same process: a plain call, no serialisation, no Ray task
+            return asyncio.ensure_future(here.call_here(*p._lead, self._name, *args))
+        return p._handle.call.remote(*p._lead, self._name, *args)
 
 
 class RunProxy:
     """Stands in for an actor handle of object ``name`` of run ``run_key`` inside host ``handle``:
-    ``proxy.m.remote(*args)`` is ``handle.call.remote(run_key, name, "m", *args)``. Picklable."""
+    ``proxy.m.remote(*args)`` is ``handle.call.remote(run_key, name, "m", *args)``, or, used from the
+    host process itself, the same call made directly (an asyncio task; the run-key semantics are
+    the same: a dropped run's late message is dropped). Picklable."""
 
     def __init__(self, handle, run_key, name) -> None:
         self._handle = handle
         self._lead = (run_key, name)
+        self._local: list | None = None  # [the RunHost of this process it stands for, or None], once looked up
+
+    def __getstate__(self) -> dict:
+        return {"_handle": self._handle, "_lead": self._lead}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._local = None
+
+    def _here(self) -> "RunHost | None":
+        if self._local is None:
+            key = host_key(self._handle)
+            self._local = [_HOSTS_HERE.get(key) if key is not None else None]
+        return self._local[0]
 
     @property
     def host(self):
@@ -66,7 +110,7 @@ class RunProxy:
     def __getattr__(self, method: str) -> _Method:
         if method.startswith("_"):
             raise AttributeError(method)
-        return _Method(self._handle, self._lead, method)
+        return _Method(self, method)
 
     def __repr__(self) -> str:
         return f"RunProxy{self._lead}"
@@ -84,6 +128,12 @@ class RunHost:
         if not hasattr(self, "_objs"):
             self._objs: dict = {}
             self._tasks: dict = {}
+            self._link: ClockLink | None = None
+            self.calls_in = 0  # calls that came through Ray (call), not from this process (call_here)
+            key = _this_actor_id()
+            if key is not None:
+                _HOSTS_HERE[key] = self
+                self._key = key
 
     def __init__(self, label: str = "") -> None:
         self.label = label
@@ -97,20 +147,36 @@ class RunHost:
         self._objs[(run_key, name)] = cls(*args)
         return True
 
-    async def setup(self, run_key, items: list) -> int:
+    async def setup(self, run_key, items: list, clock=None) -> int:
         """Create several objects of a run and make their first calls, in one message:
-        ``items`` = ``[(name, cls, args, [(method, args), ...]), ...]``; returns objects created."""
+        ``items`` = ``[(name, cls, args, [(method, args), ...]), ...]``; returns objects created.
+        ``clock``: the clock actor's handle; the objects step on this host's
+        :class:`~raytestbed.emu.hostlink.ClockLink` to it instead (their ``clock``)."""
         self._host_init()
+        if clock is not None and self._link is None:
+            self._link = ClockLink(clock, getattr(self, "_key", None))
         for name, cls, args, calls in items:
             obj = self._objs[(run_key, name)] = cls(*args)
+            if clock is not None:
+                obj.clock = self._link
             for method, margs in calls:
                 res = getattr(obj, method)(*margs)
                 if asyncio.iscoroutine(res):
                     await res
         return len(items)
 
+    async def wake_many(self, wakes: list) -> int:
+        """The clock's wake-ups for this host's participants (:meth:`ClockLink.wake_many`)."""
+        return self._link.wake_many(wakes) if self._link is not None else 0
+
     async def call(self, run_key, name, method: str, *args):
+        """``obj.method(*args)`` of the run's object ``name`` (a call through Ray)."""
         self._host_init()
+        self.calls_in += 1
+        return await self.call_here(run_key, name, method, *args)
+
+    async def call_here(self, run_key, name, method: str, *args):
+        """:meth:`call` from this process (a :class:`RunProxy` to an object here)."""
         obj = self._objs.get((run_key, name))
         if obj is None:
             if method in QUIET:
@@ -135,6 +201,8 @@ class RunHost:
         self._host_init()
         for task in list(self._tasks.pop(run_key, ())):
             task.cancel()
+        if self._link is not None:
+            self._link.forget(run_key)
         gone = [k for k in self._objs if k[0] == run_key]
         for k in gone:
             del self._objs[k]
@@ -150,6 +218,14 @@ class RunHost:
         """Run keys with objects on this host (for tests and diagnostics)."""
         self._host_init()
         return sorted({k[0] for k in self._objs}, key=repr)
+
+    async def stats(self) -> dict:
+        """Messages of this host: ``calls_in`` (calls to its objects through Ray), ``clock_messages``
+        (step messages sent to the clock) and ``clock_items`` (steps and leaves they carried)."""
+        self._host_init()
+        link = self._link
+        return {"calls_in": self.calls_in, "clock_messages": link.messages if link else 0,
+                "clock_items": link.items if link else 0}
 
     async def pid(self) -> int:
         import os
@@ -246,6 +322,11 @@ class PoolLauncher:
         self.server_hosts = dict(server_hosts)
         self.clock = clock
         self._hosts: dict = {}
+        self._by_key = {host_key(h): h for h in [*self.gpu_hosts.values(), *self.server_hosts.values()]}
+
+    def link_of(self, host: str):
+        """The host actor named ``host`` at the clock (None once its server was lost)."""
+        return self._by_key.get(host)
 
     async def launch(self, run, start_s: float) -> list:
         """Create the run's workers and PS tasks (one message per host), connect them, start their
@@ -273,7 +354,7 @@ class PoolLauncher:
                 (("ps", ps.index), ParamServer, (ps, self.clock, (key, "ps", ps.index), start_s, run.monitor.iterations),
                  [("connect", (peers,))]))
         self._hosts[key] = [h for h, _ in items.values()]
-        await asyncio.gather(*(h.setup.remote(key, its) for h, its in items.values()))
+        await asyncio.gather(*(h.setup.remote(key, its, self.clock) for h, its in items.values()))
         return [p.run.remote() for p in workers + pss]
 
     def drop(self, run) -> None:
@@ -285,6 +366,7 @@ class PoolLauncher:
 
     def lose_server(self, server: int, gpus) -> None:
         """Never launch on ``server`` again."""
-        self.server_hosts.pop(server, None)
-        for g in gpus:
-            self.gpu_hosts.pop(g, None)
+        lost = [self.server_hosts.pop(server, None)] + [self.gpu_hosts.pop(g, None) for g in gpus]
+        for h in lost:
+            if h is not None:
+                self._by_key.pop(host_key(h), None)

@@ -12,14 +12,15 @@ block with ``await``.
 
 Time. Emulated time only passes in steps on the virtual clock (:mod:`raytestbed.emu.vclock`):
 "at ``t`` start these transfers, wake me when they and these inbound transfers have arrived"; a
-driver's block is one step. Compute is charged, not waited for: replay charges the profiled
+driver's block is one step, made through the host process's :class:`~raytestbed.emu.hostlink.ClockLink`
+(the steps of one host's participants travel to the clock together). Compute is charged, not waited for: replay charges the profiled
 seconds, real compute charges the worker's own thread CPU seconds at the emulated GPU's speed
 (:class:`~raytestbed.emu.executors.compute.ComputeCharge`), so CPU sharing between workers cannot
 inflate it.
 
 Data. The payloads (numpy arrays: the real tensors; in replay, zeros standing for the profiled
-size, at most ``replay_payload_bytes``) go to the receiver in a direct call (:meth:`deliver`), not
-through the clock; the receiver, woken when the fluid model says the flow arrived, waits for them in
+size, at most ``replay_payload_bytes``) go to the receiver in a direct call (:meth:`deliver`; a plain
+method call when the receiver lives in the same host process), not through the clock; the receiver, woken when the fluid model says the flow arrived, waits for them in
 wall time while it is still runnable, which holds the clock. Transfer keys are the program's,
 prefixed with the run id.
 
@@ -32,25 +33,12 @@ from __future__ import annotations
 
 import asyncio
 
+from raytestbed.emu.hostlink import remote_call
 from raytestbed.emu.vclock import Send
 from raytestbed.execution.compute import RealCompute, ReplayCompute
 from raytestbed.execution.driver import Block, Driver
 from raytestbed.execution.plan import PsSpec, WorkerSpec
 from raytestbed.execution.worker_program import ps_program, stage_program
-
-
-def remote_call(handle, method: str, *args):
-    """``handle.method(*args)`` on a Ray actor handle (``.remote``) or an in-process object; returns
-    an awaitable (an ObjectRef, or a task for an in-process coroutine)."""
-    m = getattr(handle, method)
-    if hasattr(m, "remote"):
-        return m.remote(*args)
-    res = m(*args)
-    if asyncio.iscoroutine(res):
-        return asyncio.ensure_future(res)
-    fut = asyncio.get_running_loop().create_future()
-    fut.set_result(res)
-    return fut
 
 
 class _Participant:
@@ -60,7 +48,7 @@ class _Participant:
     transfer addressed to ``to`` is delivered to)."""
 
     def __init__(self, clock, pid) -> None:
-        self.clock = clock
+        self.clock = clock  # its host's ClockLink (the launcher or the host sets it)
         self.pid = pid
         self.run_id = pid[0]
         self.driver: Driver | None = None
@@ -102,7 +90,7 @@ class _Participant:
                 driver.limit -= wake.skip
             data = [await self._data(self._key(k)) for k in block.recvs]
             block = driver.wake(wake.t, {k[1:]: span for k, span in wake.spans.items()}, data)
-        await remote_call(self.clock, "leave", self.pid, driver.t, driver.take_records())
+        await self.clock.leave(self.pid, driver.t, driver.take_records())
         return driver.result
 
     async def _step(self, block: Block):
@@ -114,8 +102,8 @@ class _Participant:
             remote_call(self._handle(o.out.to), "deliver", key, o.payload, o.meta)
             sends.append(Send(key, self.driver.spec.job_id, self.driver.spec.gpu, o.out.dst_gpu, o.nbytes,
                               o.out.coflow, o.out.coflow_bytes))
-        return await remote_call(self.clock, "step", self.pid, block.at, sends,
-                                 [self._key(k) for k in block.recvs], self.driver.take_records())
+        return await self.clock.step(self.pid, block.at, sends, [self._key(k) for k in block.recvs],
+                                     self.driver.take_records())
 
 
 class StageWorker(_Participant):
