@@ -324,12 +324,9 @@ class EmuBackend:
         """One Ray session for several runs (a comparison's policies): each run's :class:`EmuCluster` finds
         Ray connected and starts only its own actors, instead of starting and stopping Ray (~15 s on a
         quiet 2-core host) once per run. Each run's actors and placement groups still go with it."""
-        from raytestbed.emu.cluster import RESOURCE  # the emulator's Ray side: only when an emulated comparison runs
-        from raytestbed.emu.raysession import RaySession
+        from raytestbed.emu.cluster import open_ray  # the emulator's Ray side: only when an emulated comparison runs
 
-        cfg = trial.emu
-        session = RaySession.open(address=cfg.address, resources={RESOURCE: float(cluster.total_gpus)},
-                                  start_timeout_s=cfg.start_timeout_s)
+        session = open_ray(cluster, address=trial.emu.address, start_timeout_s=trial.emu.start_timeout_s)
         try:
             yield
         finally:

@@ -39,6 +39,13 @@ from raytestbed.errors import ConfigError, ServerLostError
 RESOURCE = "emu_gpu"
 
 
+def open_ray(cluster: Cluster, **opts) -> RaySession:
+    """Ray for emulating ``cluster``: :meth:`RaySession.open` with ``opts`` (``address``, ``auth``, ``host``,
+    ``start_timeout_s``, ``ray_opts``), a local Ray offering one ``emu_gpu`` resource per emulated GPU
+    (an :class:`EmuCluster`, or a comparison's runs sharing one Ray)."""
+    return RaySession.open(resources={RESOURCE: float(cluster.total_gpus)}, **opts)
+
+
 class EmuCluster:
     """An emulated cluster on Ray (see module docstring).
 
@@ -83,9 +90,8 @@ class EmuCluster:
         if ready_timeout_s is None:
             ready_timeout_s = max(60.0 + 2.0 * cluster.num_servers, start_timeout_s)
 
-        self._session = RaySession.open(address=address, auth=auth, host=host,
-                                        resources={RESOURCE: float(cluster.total_gpus)},
-                                        start_timeout_s=start_timeout_s, **ray_opts)
+        self._session = open_ray(cluster, address=address, auth=auth, host=host, start_timeout_s=start_timeout_s,
+                                 **ray_opts)
         self._pgs: list = []
         self.servers: list = []
         self._watch: dict = {}
