@@ -43,6 +43,7 @@ from typing import Any
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.eventcore import P_DONE
 from raytestbed.emu.fluid import FluidNet, Transfer
+from raytestbed.network.coflow_book import CoflowBook
 
 #: A step whose ``at`` lies this far behind the clock is counted late (float round-off allowance).
 EPS_TIME = 1e-9
@@ -121,7 +122,8 @@ class VirtualClock:
         on_item: called ``(t, item)`` for every scheduled item that is not the clock's own
             (``item[0]`` not ``"resume"``); the clock is at ``t``.
         on_coflow: called ``(kind, t, job_id, coflow, bytes)`` when a coflow's first transfer
-            starts (``"started"``) and when its last transfer in flight completes (``"finished"``).
+            starts (``"started"``) and when all its transfers have completed (``"finished"``;
+            :mod:`raytestbed.network.coflow_book`).
     """
 
     def __init__(self, cluster: Cluster, nic_share: str = "fair",
@@ -143,7 +145,7 @@ class VirtualClock:
         self._flows: dict[Hashable, _Flow] = {}  # by key: pending, in flight, or arrived and unclaimed
         self._recv_waiter: dict[Hashable, _Wait] = {}
         self._by_tid: dict[int, _Flow] = {}
-        self._coflows: dict[Hashable, dict] = {}
+        self._coflows = CoflowBook()  #: coflows started and not complete
         self.bytes_sent: dict[int, float] = defaultdict(float)  #: completed transfer bytes per job
         #: completed bytes per job of the transfers that went through the fluid model (what the flow
         #: simulator counts as sent: same-GPU and empty transfers left out)
@@ -189,6 +191,7 @@ class VirtualClock:
         for key, f in list(self._flows.items()):
             if f.owner in gone:
                 self._forget(key, f)
+        self._coflows.drop(group)
         return pids
 
     def quiet(self) -> bool:
@@ -337,7 +340,7 @@ class VirtualClock:
                              float(s.nbytes), self.now, coflow_bytes=float(s.coflow_bytes))
                 f.transfer = x
                 self._by_tid[x.tid] = f
-                self._coflow_start(x)
+                self._coflow_start(x, f.owner)
                 if s.src_gpu == s.dst_gpu or s.nbytes <= 0:
                     x.remaining = 0.0
                     x.finish_s = self.now
@@ -399,32 +402,23 @@ class VirtualClock:
         if f.transfer is not None and f.span is None:
             self._by_tid.pop(f.transfer.tid, None)
             self.net.remove(f.transfer)
-            self._coflow_end(f.transfer, failed=True)
+            if f.transfer.coflow_id is not None:
+                self._coflows.abandon(f.transfer.coflow_id)
         w = self._recv_waiter.pop(key, None)
         if w is not None:
             w.left.discard(key)
 
-    def _coflow_start(self, x: Transfer) -> None:
+    def _coflow_start(self, x: Transfer, owner: Hashable) -> None:
+        if x.coflow_id is not None and self._coflows.start(x.coflow_id, x.coflow_bytes, self._parts[owner].group) \
+                and self.on_coflow is not None:
+            self.on_coflow("started", self.now, x.job_id, x.coflow_id, x.coflow_bytes)
+
+    def _coflow_end(self, x: Transfer) -> None:
         if x.coflow_id is None:
             return
-        cf = self._coflows.get(x.coflow_id)
-        if cf is None:
-            cf = self._coflows[x.coflow_id] = {"job_id": x.job_id, "active": 0, "bytes": 0.0}
-            if self.on_coflow is not None:
-                self.on_coflow("started", self.now, x.job_id, x.coflow_id, x.coflow_bytes)
-        cf["active"] += 1
-
-    def _coflow_end(self, x: Transfer, failed: bool = False) -> None:
-        cf = self._coflows.get(x.coflow_id) if x.coflow_id is not None else None
-        if cf is None:
-            return
-        cf["active"] -= 1
-        if not failed:
-            cf["bytes"] += x.nbytes
-        if cf["active"] <= 0:
-            del self._coflows[x.coflow_id]
-            if not failed and self.on_coflow is not None:
-                self.on_coflow("finished", self.now, x.job_id, x.coflow_id, cf["bytes"])
+        moved = self._coflows.arrive(x.coflow_id, x.nbytes)
+        if moved is not None and self.on_coflow is not None:
+            self.on_coflow("finished", self.now, x.job_id, x.coflow_id, moved)
 
 
 def _order(pid: Hashable) -> tuple:

@@ -21,10 +21,10 @@ transfers between two servers are one connection, each all-reduce (stage, iterat
 servers another, a transfer inside a server one per GPU pair; a connection gets one weighted
 max-min share and its members split it equally.
 
-Each all-reduce (stage, iteration) is a coflow for the policies, started and finished as the
-emulator's fabric reports it: started when one of its transfers starts while none is in flight,
-finished when its last transfer in flight arrives (``coflow_event``); activation and gradient
-slices belong to no coflow.
+Each all-reduce (stage, iteration), PS push and PS pull is a coflow for the policies, started with
+its first transfer and finished when all its transfers have arrived (``coflow_event``; the rule the
+emulator's clock uses too, :mod:`raytestbed.network.coflow_book`); activation and gradient slices
+belong to no coflow.
 
 An iteration ends when every replica has finished its backward (and all-reduce) of it: the latest
 of their times. Its time is the gap to the previous end (the first counts from the run's start, the
@@ -45,6 +45,7 @@ from raytestbed.execution.driver import Block, Driver, Outbound
 from raytestbed.execution.monitor import RunMonitor
 from raytestbed.execution.plan import PsSpec, WorkerSpec, plan_job
 from raytestbed.execution.worker_program import ps_program, stage_program
+from raytestbed.network.coflow_book import CoflowBook
 from raytestbed.network.connections import connection_key
 
 
@@ -146,7 +147,7 @@ class WorkerRun:
         self._wake_at, self._iteration_at = wake_at, iteration_at
         self._coflow_event = coflow_event
         self.start_iteration = start_iteration
-        self._coflows: dict[tuple, list] = {}  #: all-reduce coflow -> [transfers in flight, bytes arrived]
+        self._coflows = CoflowBook()  #: coflows started and not complete (:mod:`raytestbed.network.coflow_book`)
 
         def participant(i: int, spec, server: int, program) -> _Worker:
             driver = Driver(program, spec, ReplayCompute(spec, scale, payloads=False), start_s, iterations)
@@ -202,18 +203,15 @@ class WorkerRun:
         self._flush()
 
     def _arrive(self, x: Transfer, woken: list, changed: set) -> None:
-        """Transfer ``x`` arrived now: end its coflow if it was the last in flight, leave its
+        """Transfer ``x`` arrived now: end its coflow if that completed it, leave its
         connection, satisfy its sender's step and its receiver's (or keep it for the receiver)."""
         span = (x.start_s, self.now)
         if x.coflow is not None:
-            cf = self._coflows[x.coflow]
-            cf[0] -= 1
-            cf[1] += x.nbytes
-            if cf[0] == 0:
-                del self._coflows[x.coflow]
+            moved = self._coflows.arrive(x.coflow, x.nbytes)
+            if moved is not None:
                 self.coflows_finished += 1
                 if self._coflow_event is not None:
-                    self._coflow_event("finished", x.coflow, cf[1])
+                    self._coflow_event("finished", x.coflow, moved)
         members = self._conns.get(x.conn)
         if members is not None and x in members:
             members.remove(x)
@@ -304,11 +302,9 @@ class WorkerRun:
         for x in step.sends:
             x.start_s = self.now
             step.pending.add(x.key)
-            if x.coflow is not None:
-                cf = self._coflows.setdefault(x.coflow, [0, 0.0])
-                if cf[0] == 0 and self._coflow_event is not None:
-                    self._coflow_event("started", x.coflow, x.coflow_bytes)
-                cf[0] += 1
+            if x.coflow is not None and self._coflows.start(x.coflow, x.coflow_bytes) \
+                    and self._coflow_event is not None:
+                self._coflow_event("started", x.coflow, x.coflow_bytes)
             (self._instant if x.src_gpu == x.dst_gpu or x.nbytes <= 0 else flows).append(x)
         for x in flows:  # (started in the network by :meth:`_flush`)
             self._starting.append(x)
