@@ -33,11 +33,12 @@ def rar_job(job_id=0, arrival=0.0, workers=2, iterations=10, fwd=0.01, bwd=0.02,
                CommPattern.RAR)
 
 
-def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=True, mode="replay", timeout_s=120.0,
+def run_emulated_in_process(cluster, jobs, policies, faults=(), fast_forward=True, mode="replay", timeout_s=None,
                             **trial):
     """A trial on the emulator's clock service with in-process workers (no Ray): returns
     (result dict of ClockService.result, every event delivered, the service). ``trial``: more arguments of
-    ``ClockService.begin_trial`` (``speeds``, ``restore_s``)."""
+    ``ClockService.begin_trial`` (``speeds``, ``restore_s``). No wall-clock limit of its own by default: on
+    a busy host a trial may take minutes, and a hung one is stopped by the test's time limit (pytest-timeout)."""
     from raytestbed.emu.clock_actor import run_in_process
     from raytestbed.emu.fastforward import FastForward
 

@@ -153,7 +153,27 @@ def test_a_start_whose_raylet_died_twice_says_so(capsys):
 
     raysession.patient_start = recording
     try:
-        with pytest.raises(RaytestbedError, match=r"did not start, twice: its raylet exited while starting .*15 s"):
+        with pytest.raises(RaytestbedError, match=r"did not start, twice: its raylet exited while starting .*raylet.out"):
             raysession.start_with_retry(start, lambda: None, 60, what="a local Ray")
     finally:
         raysession.patient_start = orig
+
+
+def test_a_node_started_in_the_block_gets_its_agents_ports_up_front(monkeypatch):
+    """Its raylet then never waits for the agents' port files (a wait that aborts after 15 s on a busy
+    host); a port the caller set is kept, a node that only connects is left alone."""
+    import ray._private.node as node_mod
+    from ray._private.parameter import RayParams
+
+    seen = []
+    monkeypatch.setattr(node_mod.Node, "__init__", lambda self, ray_params, head=False, **kw: seen.append(ray_params))
+    given, joining = RayParams(dashboard_agent_listen_port=52365), RayParams()
+    before = [getattr(joining, name) for name in raysession.AGENT_PORTS]
+    with raysession.patient_start(60):
+        node_mod.Node(given, head=True)
+        node_mod.Node(joining, connect_only=True)
+    ports = [getattr(given, name) for name in raysession.AGENT_PORTS]
+    assert all(p and p > 0 for p in ports) and len(set(ports)) == len(ports), ports
+    assert given.dashboard_agent_listen_port == 52365
+    assert [getattr(joining, name) for name in raysession.AGENT_PORTS] == before
+    assert seen == [given, joining]

@@ -30,7 +30,9 @@ short, so every start here waits up to :func:`start_timeout_s` (the
 ``RAYTESTBED_RAY_START_TIMEOUT_S`` environment variable or a trial's
 ``emu.start_timeout_s``; default 180 s) for each stage, says on stderr what it is
 still waiting for once a stage takes more than 15 s, and a failed start is
-retried once after shutting down what it had started.
+retried once after shutting down what it had started. A raylet gives its agents
+15 s to report the ports they bound, with no knob to raise it, so each node
+started here is given its agents' ports up front (:func:`pin_agent_ports`).
 
 **SIGTERM.** ``ray.init`` replaces the process's SIGTERM handler (and Ray's
 core worker prints a C stack on SIGTERM); a handler the caller had installed
@@ -46,6 +48,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import sys
 import threading
 import time
@@ -139,7 +142,9 @@ def patient_start(timeout_s: float | None = None, what: str = "Ray"):
     driver's wait for its raylet; unless the environment sets them already), and, where Ray has
     no knob (the head node waiting for its raylet to register with the GCS, a
     ``cluster_utils`` node joining), makes Ray's own check wait up to ``timeout_s`` before it
-    gives up. A stage still running after 15 s is named once on stderr.
+    gives up; a node started in the block gets its agents' ports up front (:func:`pin_agent_ports`),
+    so its raylet does not abort waiting for them. A stage still running after 15 s is named once on
+    stderr.
     """
     import ray._private.node as node_mod
     import ray._private.services as services
@@ -176,6 +181,9 @@ def patient_start(timeout_s: float | None = None, what: str = "Ray"):
 
     def node_init(self, *args, **kwargs):
         stage.nodes.append(self)
+        params = args[0] if args else kwargs.get("ray_params")
+        if params is not None and not kwargs.get("connect_only", False):
+            pin_agent_ports(params)
         orig_node_init(self, *args, **kwargs)
 
     done = threading.Event()
@@ -201,6 +209,30 @@ def patient_start(timeout_s: float | None = None, what: str = "Ray"):
         for k, v in saved.items():
             if v is None:
                 os.environ.pop(k, None)
+
+
+#: the ports a node's agents (dashboard agent, runtime-env agent) listen on, as ``RayParams`` names them
+AGENT_PORTS = ("metrics_agent_port", "metrics_export_port", "dashboard_agent_listen_port", "runtime_env_agent_port")
+
+
+def pin_agent_ports(ray_params) -> None:
+    """Give a starting node's agents free ports chosen here, where Ray would let them pick their own.
+
+    With a port of 0 the raylet waits for the agent to write the port it bound to a file, and aborts
+    when that takes more than 15 s, a limit Ray offers no knob for; on a busy host the agent's
+    Python start-up alone can take longer. Given the ports up front, the raylet passes them to its
+    agents and does not wait. Ports the caller set are kept.
+    """
+    for name in AGENT_PORTS:
+        if not getattr(ray_params, name, None):
+            setattr(ray_params, name, _free_port())
+
+
+def _free_port() -> int:
+    """A TCP port nothing listens on now (the kernel's pick for port 0 on 127.0.0.1)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def _raylet_died(nodes) -> bool:
@@ -238,9 +270,8 @@ def start_with_retry(start, stop, timeout_s: float | None = None, what: str = "R
                     node.kill_all_processes(check_alive=False, allow_graceful=False)
             if attempt == 2 and raylet_died:
                 raise RaytestbedError(
-                    f"{what} did not start, twice: its raylet exited while starting (it gives its dashboard agent "
-                    f"15 s to report its ports, a limit Ray does not let us raise; the host is too busy: see "
-                    f"raylet.out in the Ray session's logs); try again when the host is less loaded") from None
+                    f"{what} did not start, twice: its raylet exited while starting (see raylet.out in the Ray "
+                    f"session's logs); try again when the host is less loaded") from None
             if attempt == 2:
                 raise RaytestbedError(
                     f"{what} did not start, twice (each stage may take {timeout_s:g} s; last error: {reason}); "
