@@ -401,9 +401,7 @@ class VirtualClock:
         del self._flows[key]
         if f.transfer is not None and f.span is None:
             self._by_tid.pop(f.transfer.tid, None)
-            self.net.remove(f.transfer)
-            if f.transfer.coflow_id is not None:
-                self._coflows.abandon(f.transfer.coflow_id)
+            self.net.remove(f.transfer)  # (its coflow is forgotten with its run: :meth:`drop`)
         w = self._recv_waiter.pop(key, None)
         if w is not None:
             w.left.discard(key)

@@ -22,9 +22,8 @@ REL_TOL = 1e-9
 class CoflowBook:
     """Coflows in progress: per coflow, its transfers in flight, bytes arrived, size and owner.
 
-    ``start`` when a transfer of a coflow starts, ``arrive`` when one arrives, ``abandon`` when a
-    transfer is cancelled (its run was dropped), ``drop`` for every coflow of an owner (a run) at
-    once. Sizes are bytes.
+    ``start`` when a transfer of a coflow starts, ``arrive`` when one arrives, ``drop`` for every
+    coflow of an owner (a run that was dropped: no finish is reported for them). Sizes are bytes.
     """
 
     __slots__ = ("_open",)
@@ -50,10 +49,6 @@ class CoflowBook:
             return None
         del self._open[coflow]
         return cf[1]
-
-    def abandon(self, coflow: Hashable) -> None:
-        """A transfer of ``coflow`` was cancelled: the coflow will not complete (no finish is reported)."""
-        self._open.pop(coflow, None)
 
     def drop(self, owner: Hashable) -> None:
         """Forget every coflow started by ``owner`` (its run ended before they completed)."""
