@@ -63,6 +63,22 @@ def _varys_bins(jobs: pd.DataFrame) -> pd.DataFrame | None:
     return pd.DataFrame(rows)
 
 
+def _type_utilisation(summary: dict) -> str:
+    """The report's per-GPU-type utilisation table (clusters of several types), or "" when the run has none.
+
+    Per type: the GPU-seconds jobs held GPUs of that type over (its GPUs x the makespan), from
+    ``summary.json``'s ``gpu_utilisation_by_type``."""
+    by_type = summary.get("gpu_utilisation_by_type")
+    if not by_type:
+        return ""
+    table = pd.DataFrame([{"gpu_type": t, "utilisation": u} for t, u in sorted(by_type.items())])
+    return f"""
+Per GPU type (GPU-seconds held on the type's GPUs over its GPUs x the makespan):
+
+{md_table(table)}
+"""
+
+
 def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int = 200) -> Path:
     """Write ``report.md`` and PNGs into a ``run`` results folder; returns the report path."""
     folder = Path(folder)
@@ -128,6 +144,7 @@ def run_report(folder: Path, total_gpus: int | None = None, max_gantt_jobs: int 
     loss_section = _loss_plot(folder)
     table = pd.DataFrame([{k: summary.get(k) for k in SUMMARY_ROWS if k in summary}])
     bins = _varys_bins(jobs)
+    typed_section = _type_utilisation(summary)
     note = f"\n**{summary['note']}** (docs/trials.md, \"Resume\").\n" if summary.get("note") else ""
     text = f"""# Report: {summary.get('trial', '')} — {name}
 {note}
@@ -142,7 +159,7 @@ returned decisions.
 
 ## GPU utilisation over time
 ![GPU utilisation](gpu_utilisation.png)
-
+{typed_section}
 ## Placements over time (first {len(shown)} jobs)
 ![Gantt](gantt.png)
 
