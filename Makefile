@@ -8,12 +8,12 @@ STAMP  := $(VENV)/.installed-stamp
 
 .PHONY: demo test test-slow bench clean
 
+# The editable install's build step warns "Editable installation ... be careful with folders": setuptools'
+# own note, nothing a user can act on; it is filtered on that one pip call.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q torch==2.13.0
-	# the editable install's build step warns "Editable installation ... be careful with folders": information
-	# a user cannot act on (setuptools' own note), so it is filtered here and only here
 	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[test]'
 	touch $(STAMP)
 
