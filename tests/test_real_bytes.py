@@ -125,3 +125,27 @@ def test_more_replicas_than_samples_take_the_smallest_multiple_of_the_batch_and_
     job.extra["batch_size"] = 8
     plan = plan_job(job, Placement(((0, 1, 2, 3),)), cluster, iterations=1, mode="real", profile=prof)
     assert {w.global_batch for w in plan.workers} == {8} and plan.notes == ()
+
+
+@pytest.mark.parametrize("stages", [2, 4])
+def test_a_tiny_batch_on_replicated_stages_gives_every_replica_pair_a_sample(stages):
+    """gpt-tiny (B = 2) with 2 replicas per stage: B = 2 gives each replica one sample but sends
+    nothing from stage-0 replica r to stage-1 replica 1 (one sample cuts into [1, 0]), so a
+    last-stage replica computed no sample and its loss was NaN. The plan takes 2 x 2 samples
+    instead: every replica pair exchanges one, and every last-stage replica reports a finite loss."""
+    job, prof, ws = _workers("gpt-tiny", tuple((2 * s, 2 * s + 1) for s in range(stages)), 2 * stages, stages,
+                             boundaries=tuple(range(stages)), replicas=(2,) * stages)
+    B = ws[(0, 0)].spec.global_batch
+    assert B == 2 * prof.batch_size
+    sent, rows, losses = _one_iteration(job, ws)
+    assert all(n == B // 2 for n in rows.values()), rows
+    assert all(n > 0 for key, n in sent.items()), sent
+    assert len(losses) == 2 and all(np.isfinite(loss) and n == B // 2 for loss, n in losses.values()), losses
+
+
+def test_replica_slices_follow_the_worker_split():
+    from raytestbed.execution.plan import replica_slices
+
+    assert replica_slices(2, (2, 2)) == [[1, 1], [1, 0, 1, 0]]
+    assert replica_slices(8, (3, 2, 4)) == [[3, 3, 2], [2, 1, 2, 1, 1, 1], [2, 1, 1, 1, 1, 1, 1, 0]]
+    assert min(min(c) for c in replica_slices(16, (1, 3))) > 0

@@ -31,3 +31,17 @@ def test_no_loss_no_section(tmp_path):
                                                                             index=False)
     assert _loss_plot(tmp_path) == "" and not (tmp_path / "loss.png").exists()
     assert _loss_plot(tmp_path / "missing") == ""
+
+
+def test_a_job_without_a_finite_loss_keeps_its_row_and_counts_as_not_fallen(tmp_path):
+    """A real-compute job whose loss is NaN every iteration (as a replica with no samples gave) is
+    listed, says so, and is in the count's denominator, instead of silently leaving the table."""
+    rows = [{"job_id": 0, "iteration": i, "loss": 2.0 * 0.5 ** i} for i in range(4)]
+    rows += [{"job_id": 5, "iteration": i, "loss": float("nan")} for i in range(4)]
+    pd.DataFrame(rows).to_csv(tmp_path / "iterations.csv", index=False)
+    text = _loss_plot(tmp_path)
+    assert "in 1 of 2 jobs" in text
+    row = next(line for line in text.splitlines() if line.startswith("| 5 |"))
+    assert "no loss" in row and row.rstrip(" |").endswith("no")
+    tab = loss_table(pd.DataFrame(rows))
+    assert list(tab["job"]) == [0, 5] and list(tab["fell"]) == [True, False] and tab.loc[1, "trained"] == 4

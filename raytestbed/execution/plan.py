@@ -266,13 +266,19 @@ def plan_job(job: Job, placement: Placement, cluster: Cluster, *, iterations: in
     seed = int(job.extra.get("seed", 0))
     lr = float(job.extra.get("lr", DEFAULT_LR.get(job.model, 0.01)))
     global_batch = int(job.extra.get("batch_size", profile.batch_size if profile is not None else 0))
-    if mode == "real" and 0 < global_batch < max(k):
-        # a preset profiled at a tiny batch on more replicas than samples: the smallest multiple of the
-        # batch that gives every replica a sample (activation bytes then that multiple of the model's)
-        m = -(-max(k) // global_batch)
-        notes.append(f"job {job.job_id}: mini-batch {m} x {global_batch} samples so that each of "
-                     f"{max(k)} replicas of a stage gets one" + (f"; activations {m}x the model's bytes" if S > 1 else ""))
-        global_batch *= m
+    if mode == "real" and global_batch > 0:
+        # a preset profiled at a tiny batch on more replicas (or replica pairs) than samples: the smallest
+        # multiple of the batch that gives every replica, and every pair of adjacent-stage replicas, a
+        # sample (activation bytes then that multiple of the model's)
+        m = 1
+        while min(min(c) for c in replica_slices(global_batch * m, k)) == 0:
+            m += 1
+        if m > 1:
+            what = (f"each of {max(k)} replicas of a stage gets one" if S == 1 else
+                    "every replica of each stage sends one to every replica of the next")
+            notes.append(f"job {job.job_id}: mini-batch {m} x {global_batch} samples so that {what}"
+                         + (f"; activations {m}x the model's bytes" if S > 1 else ""))
+            global_batch *= m
     workers: list[WorkerSpec] = []
     rank = 0
     for s in range(S):
@@ -328,6 +334,20 @@ def coflow_bytes(kind: str, spec: "WorkerSpec | PsSpec", gradient_bytes: float) 
     if kind == "ar":
         return float(2 * (len(spec.ring) - 1) * gradient_bytes)
     raise ValueError(f"unknown coflow kind {kind!r} (known: push, pull, ar)")
+
+
+def replica_slices(batch: int, replicas: tuple[int, ...]) -> list[list[int]]:
+    """Samples of a mini-batch of ``batch`` samples as real compute splits them (numpy's
+    ``array_split`` order): the first list holds the k_0 stage-0 shards, list s + 1 the
+    k_s x k_{s+1} slices stage s sends on (replica r's samples cut in k_{s+1} consecutive parts, part q
+    to replica q). A stage-s replica computes the slices it receives, in upstream order."""
+    shards = split_sizes(batch, replicas[0])
+    out = [shards]
+    for k_next in replicas[1:]:
+        cuts = [split_sizes(n, k_next) for n in shards]
+        out.append([n for c in cuts for n in c])
+        shards = [sum(c[q] for c in cuts) for q in range(k_next)]
+    return out
 
 
 def split_sizes(total: int, parts: int) -> list[int]:

@@ -10,6 +10,7 @@ each policy's own report in its sub-folder.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import matplotlib
@@ -186,14 +187,18 @@ FELL_CLEARLY = 0.3  #: "loss fell": the last trained loss at least this fraction
 def loss_table(it: pd.DataFrame) -> pd.DataFrame:
     """Per job: first and last trained iteration and loss, the change, iterations trained and skipped.
 
-    ``it`` holds ``iterations.csv`` rows with a loss. ``fell`` is True when the last loss is at least
-    :data:`FELL_CLEARLY` below the first (a loss that wanders a few per cent does not count).
+    ``it`` holds ``iterations.csv`` rows of a real-compute run. ``fell`` is True when the last loss is
+    at least :data:`FELL_CLEARLY` below the first (a loss that wanders a few per cent does not count).
+    A job that trained without a finite loss (e.g. NaN) keeps its row, with no losses and ``fell``
+    False, so it counts against "loss fell" instead of vanishing from the table.
     """
     rows = []
     for jid, sub in it.sort_values("iteration").groupby("job_id", sort=True):
         x = sub["iteration"].to_numpy(int)
-        first, last = float(sub["loss"].iloc[0]), float(sub["loss"].iloc[-1])
-        change = last / first - 1.0 if first > 0 else float("nan")
+        losses = sub["loss"].to_numpy(float)
+        ok = np.isfinite(losses)
+        first, last = (float(losses[ok][0]), float(losses[ok][-1])) if ok.any() else (math.nan, math.nan)
+        change = last / first - 1.0 if first > 0 else math.nan
         rows.append({"job": int(jid), "first_iteration": int(x[0]), "first_loss": first,
                      "last_iteration": int(x[-1]), "last_loss": last, "change": change,
                      "trained": len(x), "fast_forwarded": int(x[-1] - x[0] + 1 - len(x)),
@@ -220,14 +225,13 @@ def _loss_plot(folder: Path, max_jobs: int = 80) -> str:
     it = pd.read_csv(path)
     if "loss" not in it.columns or not it["loss"].notna().any():
         return ""
-    it = it[it["loss"].notna()]
-    jobs = sorted(it["job_id"].unique())
+    jobs = sorted(it["job_id"].unique())  # every job that trained, with a loss or not (loss_table)
     shown = jobs[:max_jobs]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     handles = []
     any_gap = False
     for k, jid in enumerate(shown):
-        sub = it[it["job_id"] == jid].sort_values("iteration")
+        sub = it[(it["job_id"] == jid) & np.isfinite(it["loss"])].sort_values("iteration")
         x, y = sub["iteration"].to_numpy(float), sub["loss"].to_numpy(float)
         st = _job_style(k)
         gap = np.flatnonzero(np.diff(x) > 1) + 1  # fast-forwarded iterations: no trained line across them
@@ -252,7 +256,7 @@ def _loss_plot(folder: Path, max_jobs: int = 80) -> str:
     tab = loss_table(it)
     falling = int(tab["fell"].sum())
     shown_note = f" (plot: the first {len(shown)} jobs)" if len(shown) < len(jobs) else ""
-    table = tab.assign(change=[f"{100 * c:+.1f} %" for c in tab["change"]],
+    table = tab.assign(change=[f"{100 * c:+.1f} %" if math.isfinite(c) else "no loss" for c in tab["change"]],
                        fell=["yes" if f else "no" for f in tab["fell"]])
     return (f"\n## Training loss (real compute)\nLoss fell clearly (last trained loss at least "
             f"{FELL_CLEARLY:.0%} below the first) in {falling} of {len(jobs)} jobs. Iterations skipped by "
