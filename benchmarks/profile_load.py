@@ -5,7 +5,9 @@ torch thread, median of ``--repeats`` after warm-up) on the host as it is and be
 CPU-bound processes (busy loops), alternating the two conditions ``--rounds`` times so that a
 change of the rest of the host's load falls on both. For each preset it prints, side by side, the
 iteration time of both conditions and the per-layer medians' ratio loaded / quiet - 1 (each
-condition's per-layer time = the median over its rounds), the largest over the layers, the host's
+condition's per-layer time = the median over its rounds), the largest over the layers, a control
+with no load between (the first quiet round's layers against the second's: how far the host drifts
+on its own), the host's
 1-minute load per core during each condition, and CPU and wall seconds of the whole run.
 
     raytestbed bench profile-load [--models mlp-tiny,gpt-tiny] [--load 2] [--rounds 2] [--repeats 21]
@@ -45,14 +47,24 @@ def compare_model(name: str, load: int, rounds: int, repeats: int, warmup: int) 
                     time.sleep(0.5)  # let the busy processes start
                     runs[cond].append(_profile(name, repeats, warmup))
 
-    def per_layer(cond: str) -> list[float]:
-        profs = runs[cond]
+    def per_layer(profs: list) -> list[float]:
         return [statistics.median(p.layers[i].fwd_s + p.layers[i].bwd_s for p in profs)
                 for i in range(profs[0].num_layers)]
 
-    q, lo = per_layer("quiet"), per_layer("loaded")
+    def largest(ratios: list[float]) -> int:
+        return max(range(len(ratios)), key=lambda i: abs(ratios[i]))
+
+    q, lo = per_layer(runs["quiet"]), per_layer(runs["loaded"])
     ratios = [b / a - 1.0 for a, b in zip(q, lo)]
-    worst = max(range(len(ratios)), key=lambda i: abs(ratios[i]))
+    worst = largest(ratios)
+    # the control: the host's own drift, the first quiet round against the second (no load between)
+    if rounds >= 2:
+        q0, q1 = per_layer(runs["quiet"][:1]), per_layer(runs["quiet"][1:2])
+        control = [b / a - 1.0 for a, b in zip(q0, q1)]
+        drift = {"quiet_vs_quiet_max_layer_diff": control[largest(control)],
+                 "quiet_vs_quiet_within_5pct": sum(abs(x) <= 0.05 for x in control)}
+    else:
+        drift = {"quiet_vs_quiet_max_layer_diff": None, "quiet_vs_quiet_within_5pct": None}
     names = [lay.name for lay in runs["quiet"][0].layers]
 
     def loadavg(cond: str) -> float:
@@ -66,7 +78,7 @@ def compare_model(name: str, load: int, rounds: int, repeats: int, warmup: int) 
         "iter_diff": sum(lo) / sum(q) - 1.0, "max_layer_diff": ratios[worst], "worst_layer": names[worst],
         "layers_within_5pct": sum(abs(x) <= 0.05 for x in ratios), "layer_diffs": ratios,
         "load_quiet": loadavg("quiet"), "load_loaded": loadavg("loaded"),
-        "spread_quiet": spread("quiet"), "spread_loaded": spread("loaded"),
+        "spread_quiet": spread("quiet"), "spread_loaded": spread("loaded"), **drift,
     }
 
 
@@ -98,13 +110,17 @@ def main(argv: list[str] | None = None) -> int:
           f"warm-up; {args.rounds} alternating rounds per condition; +{args.load} busy processes "
           f"({time.process_time() - c0:.0f} CPU s, {time.perf_counter() - w0:.0f} wall s)")
     print("| preset | layers | iteration quiet (ms) | +busy (ms) | iteration diff | largest layer diff (layer) "
-          "| layers within 5 % | load/core quiet | load/core +busy | spread quiet / +busy |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| layers within 5 % | control: quiet round 1 vs 2, largest / within 5 % "
+          "| load/core quiet | load/core +busy | spread quiet / +busy |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        control = ("n/a (one round)" if r["quiet_vs_quiet_max_layer_diff"] is None else
+                   f"{100 * r['quiet_vs_quiet_max_layer_diff']:+.1f} % / {r['quiet_vs_quiet_within_5pct']} of "
+                   f"{r['layers']}")
         print(f"| {r['model']} | {r['layers']} | {r['iter_quiet_ms']:.2f} | {r['iter_loaded_ms']:.2f} | "
               f"{100 * r['iter_diff']:+.1f} % | {100 * r['max_layer_diff']:+.1f} % ({r['worst_layer']}) | "
-              f"{r['layers_within_5pct']} of {r['layers']} | {r['load_quiet']:.1f} | {r['load_loaded']:.1f} | "
-              f"{100 * r['spread_quiet']:.0f} % / {100 * r['spread_loaded']:.0f} % |")
+              f"{r['layers_within_5pct']} of {r['layers']} | {control} | {r['load_quiet']:.1f} | "
+              f"{r['load_loaded']:.1f} | {100 * r['spread_quiet']:.0f} % / {100 * r['spread_loaded']:.0f} % |")
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
         print(f"results: {args.out}")

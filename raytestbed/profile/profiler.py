@@ -158,6 +158,7 @@ def profile_model(
                 else f"cuda ({torch.cuda.get_device_name()})")
     measurement = {
         "method": timer.method,
+        "allocator": getattr(timer, "allocator", "n/a (GPU time)"),
         "device": dev,
         "torch": torch.__version__,
         "threads": threads,
