@@ -1,6 +1,8 @@
-"""`raytestbed bench emu --no-fast-forward`: the trial copy it runs."""
+"""`raytestbed bench emu`: the trial copy `--no-fast-forward` runs, and `--repeat`'s run-to-run spread."""
 
 from pathlib import Path
+
+import pandas as pd
 
 from raytestbed.config import load_trial
 from benchmarks.emu import without_fast_forward
@@ -16,3 +18,26 @@ def test_copy_without_fast_forward_loads_the_same_trial(tmp_path):
     assert copy.trial.emu.compute == original.trial.emu.compute
     assert copy.trial.cluster == original.trial.cluster
     assert copy.trial.workload.model_dump() | {"path": None} == original.trial.workload.model_dump() | {"path": None}
+
+
+def _jobs(folder: Path, jcts, skipped) -> Path:
+    folder.mkdir(parents=True)
+    pd.DataFrame({"job_id": range(len(jcts)), "jct_s": jcts, "skipped_iterations": skipped}).to_csv(
+        folder / "jobs.csv", index=False)
+    return folder
+
+
+def test_repeat_stats_give_total_and_per_job_spread_and_compare_the_skipped_iterations(tmp_path):
+    from benchmarks.emu import repeat_stats, spread
+
+    assert spread([1.0]) == 0.0 and spread([9.0, 11.0]) == 0.2
+    quiet = [_jobs(tmp_path / "q1", [4.0, 1.0], [47, 26]), _jobs(tmp_path / "q2", [4.0, 1.1], [47, 26])]
+    loaded = [_jobs(tmp_path / "l1", [4.2, 1.0], [47, 26]), _jobs(tmp_path / "l2", [3.8, 1.0], [47, 26])]
+    rep = repeat_stats({"quiet": quiet, "loaded": loaded})
+    assert rep["quiet"]["total_jct_s"] == [5.0, 5.1]
+    assert abs(rep["quiet"]["total_jct_spread"] - 0.1 / 5.05) < 1e-12
+    assert rep["quiet"]["job_of_max_spread"] == 1 and abs(rep["quiet"]["max_job_jct_spread"] - 0.1 / 1.05) < 1e-12
+    assert rep["loaded"]["job_of_max_spread"] == 0 and abs(rep["loaded"]["max_job_jct_spread"] - 0.1) < 1e-12
+    assert rep["all"]["runs"] == 4 and rep["same_iterations_skipped"]
+    other = _jobs(tmp_path / "l3", [4.0, 1.0], [46, 26])
+    assert not repeat_stats({"quiet": quiet, "loaded": [other]})["same_iterations_skipped"]

@@ -74,6 +74,7 @@ def _check_run(folder: Path, policy: str, fault_time: float | None) -> None:
     emu = s["emulation"]
     assert emu["clock"] == "virtual" and emu["compute"] == "replay" and emu["emulated_gpus"] == 8
     assert 0 < emu["peak_busy_gpus"] <= 8 and emu["late_steps"] == 0
+    assert emu["repeatability"].startswith("exact")  # replay: the summary says a rerun gives the same times
     jobs = pd.read_csv(folder / "jobs.csv")
     assert sorted(jobs["job_id"]) == list(range(N_JOBS))  # every job accounted for, once
     assert (jobs["status"] == "finished").all()  # servers 0, 2 and 3 still fit every job

@@ -43,6 +43,15 @@ from raytestbed.plugins import ship_by_value
 MEASURED_COLUMNS = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
                     "measured_comm_mean_s", "measured_start_overhead_s", "skipped_iterations"]
 #: the columns of ``iterations.csv``, one row per iteration that ran (emulated seconds; ``cpu_s``: CPU seconds)
+#: what a second run of the same trial gives, per compute mode (``summary.json``'s ``emulation.repeatability``)
+REPEATABILITY = {
+    "replay": "exact: every run of this trial gives the same per-job times to the last digit, on any host",
+    "real": "within real compute's run-to-run noise: passes are charged measured CPU time, so runs differ "
+            "(a 3-job trial: total JCT within 0.5 %, single jobs up to ~10 %; docs/benchmarks.md, "
+            "'Real-compute repeatability'); this trial's own spread: raytestbed bench emu --trial TRIAL "
+            "--repeat 3",
+}
+
 ITERATION_COLUMNS = ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"]
 
 
@@ -241,6 +250,7 @@ class EmuDriver:
             "late_steps": st.get("late_steps", 0),
             "stalls": st.get("stalls", [])[:20],
             "warnings": self.warnings[:50],
+            "repeatability": REPEATABILITY[self.compute],
         }
 
 
