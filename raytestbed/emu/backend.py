@@ -47,7 +47,7 @@ MEASURED_COLUMNS = ["measured_iterations", "measured_iter_mean_s", "measured_ite
 REPEATABILITY = {
     "replay": "exact: every run of this trial gives the same per-job times to the last digit, on any host",
     "real": "within real compute's run-to-run noise: passes are charged measured CPU time, so runs differ "
-            "(a 3-job trial: total JCT within 0.5 %, single jobs up to ~10 %; docs/benchmarks.md, "
+            "(a 3-job trial, 6 runs: total JCT and single jobs within 6 %; docs/benchmarks.md, "
             "'Real-compute repeatability'); this trial's own spread: raytestbed bench emu --trial TRIAL "
             "--repeat 3",
 }
