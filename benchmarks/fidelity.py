@@ -31,8 +31,10 @@ iteration runs):
   thread CPU time, the same profile the model uses (docs/emulator.md, "Real compute"); the residual is what real execution adds
   (CPU-time variance between passes). Each replica computes its share of the profiled mini-batch, so
   the real tensors are the model's per-replica bytes (docs/models.md, "Batch in a distributed job"),
-  except where a stage has more replicas than the batch has samples (gpt-tiny's batch of 2 on the
-  4 RAR workers: 4 samples, which moves no activations).
+  except where a stage has more replicas, or replica pairs, than the batch has samples (gpt-tiny's
+  batch of 2: 4 samples on the 4 RAR workers, which moves no activations, and on the 2 x 2 pipeline,
+  whose activations are then 2x the model's): there the prediction is fed the activation bytes the
+  plan's batch moves (the row's ``activation_multiple``).
 
 Usage (``raytestbed bench fidelity [options]``, or the entry point ``scripts/bench_fidelity.py``)::
 
@@ -46,6 +48,7 @@ Usage (``raytestbed bench fidelity [options]``, or the entry point ``scripts/ben
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import statistics
 import time
@@ -56,6 +59,7 @@ from raytestbed.core.cluster import Cluster
 from raytestbed.core.placement import Placement
 from raytestbed.core.profile import default_profiles, model_profiles
 from raytestbed.core.timing import asrpt_iteration_time, sjfbco_iteration_time
+from raytestbed.execution.plan import plan_job
 from raytestbed.traces.jobs import build_job
 
 PRESETS = ["mlp-tiny", "gpt-tiny", "resnet-small", "vgg19-cifar"]
@@ -91,6 +95,18 @@ def predict(job, cluster: Cluster, placement: Placement) -> float:
     return sjfbco_iteration_time(job, len(placement.servers(cluster)), 0, cluster.nic_bps, cluster.intra_bps)
 
 
+def activation_multiple(job, placement: Placement, cluster: Cluster, prof) -> float:
+    """Real compute: the plan's mini-batch over the profiled one (> 1 where replicas outnumber samples)."""
+    gb = plan_job(job, placement, cluster, iterations=1, mode="real", profile=prof).workers[0].global_batch
+    return gb / prof.batch_size if job.num_stages > 1 and gb > prof.batch_size else 1.0
+
+
+def with_activations_times(prof, m: float):
+    """``prof`` with every layer's output activation bytes times ``m`` (compute and parameters as they are)."""
+    return dataclasses.replace(prof, layers=tuple(dataclasses.replace(lay, out_bytes=lay.out_bytes * m)
+                                                  for lay in prof.layers))
+
+
 def run_one(preset: str, scenario, mode: str, iterations: int, profiles: dict | None = None,
             device: str = "cpu", compute_factor: float | None = None) -> dict:
     """One job of ``preset`` on ``scenario``'s placement; ``profiles`` (default: the shipped ones) give
@@ -107,7 +123,10 @@ def run_one(preset: str, scenario, mode: str, iterations: int, profiles: dict | 
     job = build_job(1, 0.0, prof, job_gpus, pattern, iterations,
                     num_stages=stages if pattern == "pipeline" else None)
     placement = Placement(stage_gpus)
-    pred = predict(job, cluster, placement)
+    m = activation_multiple(job, placement, cluster, prof) if mode == "real" else 1.0
+    pred_job = job if m == 1.0 else build_job(1, 0.0, with_activations_times(prof, m), job_gpus, pattern, iterations,
+                                              num_stages=stages if pattern == "pipeline" else None)
+    pred = predict(pred_job, cluster, placement)
     warmup, cooldown = job.num_stages + 1, job.num_stages
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -128,6 +147,7 @@ def run_one(preset: str, scenario, mode: str, iterations: int, profiles: dict | 
         "preset": preset, "placement": name, "pattern": pattern, "mode": mode, "device": device,
         "compute_factor": compute_factor,
         "b_inter_MBps": b_inter / 1e6,
+        "activation_multiple": m,
         "predicted_ms": pred * 1e3, "measured_ms": meas * 1e3, "error": meas / pred - 1.0,
         "compute_ms": statistics.fmean(r["compute_s"] for r in measured) * 1e3,
         "comm_ms": statistics.fmean(r["comm_s"] for r in measured) * 1e3,

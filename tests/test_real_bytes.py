@@ -149,3 +149,20 @@ def test_replica_slices_follow_the_worker_split():
     assert replica_slices(2, (2, 2)) == [[1, 1], [1, 0, 1, 0]]
     assert replica_slices(8, (3, 2, 4)) == [[3, 3, 2], [2, 1, 2, 1, 1, 1], [2, 1, 1, 1, 1, 1, 1, 0]]
     assert min(min(c) for c in replica_slices(16, (1, 3))) > 0
+
+
+def test_the_fidelity_bench_predicts_with_the_bytes_real_compute_moves():
+    """gpt-tiny's 2 x 2 pipeline takes 2 x 2 samples in real compute, so `bench fidelity` feeds its
+    prediction twice the model's activation bytes; a pipeline whose batch covers every pair keeps 1x."""
+    from benchmarks.fidelity import SCENARIOS, activation_multiple, with_activations_times
+
+    prof = default_profiles()["gpt-tiny"]
+    for name, pattern, servers, gpus, job_gpus, stages, stage_gpus in SCENARIOS:
+        if pattern != "pipeline":
+            continue
+        cluster = Cluster.homogeneous(servers, gpus, 1e9, 1e10)
+        job = build_job(1, 0.0, prof, job_gpus, pattern, 2, num_stages=stages)
+        assert activation_multiple(job, Placement(stage_gpus), cluster, prof) == (2.0 if "x2 rep" in name else 1.0)
+    doubled = with_activations_times(prof, 2.0)
+    assert [lay.out_bytes for lay in doubled.layers] == [2 * lay.out_bytes for lay in prof.layers]
+    assert [lay.fwd_s for lay in doubled.layers] == [lay.fwd_s for lay in prof.layers]
