@@ -42,7 +42,6 @@ from raytestbed.plugins import ship_by_value
 #: the measured per-iteration statistics added to ``jobs.csv`` (emulated seconds)
 MEASURED_COLUMNS = ["measured_iterations", "measured_iter_mean_s", "measured_iter_p50_s", "measured_compute_mean_s",
                     "measured_comm_mean_s", "measured_start_overhead_s", "skipped_iterations"]
-#: the columns of ``iterations.csv``, one row per iteration that ran (emulated seconds; ``cpu_s``: CPU seconds)
 #: what a second run of the same trial gives, per compute mode (``summary.json``'s ``emulation.repeatability``)
 REPEATABILITY = {
     "replay": "exact: every run of this trial gives the same per-job times to the last digit, on any host",
@@ -52,6 +51,7 @@ REPEATABILITY = {
             "--repeat 3",
 }
 
+#: the columns of ``iterations.csv``, one row per iteration that ran (emulated seconds; ``cpu_s``: CPU seconds)
 ITERATION_COLUMNS = ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"]
 
 
