@@ -68,6 +68,12 @@ def run_trial(trial: Path, policy: str, out: Path, compute: str | None) -> dict:
 
 def without_fast_forward(trial: Path, out: Path) -> Path:
     """A copy of ``trial`` in ``out`` with ``emu.fast_forward: false`` (relative data paths resolved)."""
+    return trial_copy(trial, out, {"fast_forward": False}, "no_ff")
+
+
+def trial_copy(trial: Path, out: Path, emu: dict, suffix: str) -> Path:
+    """A copy of ``trial`` in ``out`` (``STEM_SUFFIX.yaml``) with ``emu`` merged into its ``emu:``
+    section (relative data and cluster paths resolved)."""
     import yaml
 
     doc = yaml.safe_load(trial.read_text())
@@ -78,8 +84,8 @@ def without_fast_forward(trial: Path, out: Path) -> Path:
         local = trial.parent / doc["cluster"]
         if local.exists():
             doc["cluster"] = str(local.resolve())
-    doc["emu"] = {**(doc.get("emu") or {}), "fast_forward": False}
-    copy = out / f"{trial.stem}_no_ff.yaml"
+    doc["emu"] = {**(doc.get("emu") or {}), **emu}
+    copy = out / f"{trial.stem}_{suffix}.yaml"
     copy.write_text(yaml.safe_dump(doc, sort_keys=False))
     return copy
 

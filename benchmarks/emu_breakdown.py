@@ -22,11 +22,13 @@ Runs one trial's policy on the emulator twice, side by side in one process's run
    A built-in function's time (``len``, ``min``, numpy's C functions) counts in the part of the
    function that called it.
 
-2. **Through Ray** — ``raytestbed run TRIAL --backend emu`` as a user runs it: the clock service in
-   a Ray actor, the workers in the worker pool's host processes. Its wall time less the
+2. **Through Ray** — ``raytestbed run TRIAL --backend emu`` as a user runs it, once per worker layout
+   (``--workers``, default both; a copy of the trial with ``emu.workers`` set): ``pool``, the clock
+   service in a Ray actor and the workers in the worker pool's host processes, and ``clock``, the
+   workers in the clock actor's own process (the replay default). The pool run's wall time less the
    in-process run's (both without cProfile, the in-process one measured again unprofiled) is
    what Ray's calls add: messages between the clock actor and the worker hosts, serialisation,
-   and the processes' scheduling.
+   and the processes' scheduling. The ratio of the two layouts' emulation wall times is printed.
 
 Both runs must give the same per-job results (replay is deterministic): the benchmark checks the
 total JCT and says so. Wall and CPU seconds are printed for every run; for the Ray run, also the CPU
@@ -34,7 +36,7 @@ seconds of the processes Ray started (its node, the clock actor, the worker host
 reaped descendants, ``RUSAGE_CHILDREN``, start-up included). On a busy host the wall times grow
 with the load; the CPU seconds are the comparable figures.
 
-    raytestbed bench emu-breakdown [--trial demo_emu] [--policy fifo] [--no-ray] [--top 12]
+    raytestbed bench emu-breakdown [--trial demo_emu] [--policy fifo] [--workers pool,clock] [--no-ray] [--top 12]
 """
 
 from __future__ import annotations
@@ -137,6 +139,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--policy", default="fifo")
     ap.add_argument("--seed", type=int, default=None)
     ap.add_argument("--no-ray", action="store_true", help="only the in-process run")
+    ap.add_argument("--workers", default="pool,clock",
+                    help="worker layouts to run through Ray, comma-separated (emu.workers: pool, clock)")
     ap.add_argument("--top", type=int, default=12, help="functions to list by own time")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -171,18 +175,32 @@ def main(argv: list[str] | None = None) -> int:
     for tt, name in funcs[:args.top]:
         print(f"  {tt:8.2f} s  {name}")
     if not args.no_ray:
+        from benchmarks.emu import trial_copy
+
         out = args.out or Path(tempfile.mkdtemp(prefix="bench_emu_breakdown_"))
-        summary, wall_r, cpu_r, kids_r = through_ray(str(loaded.path), args.policy, out / "ray")
-        e = summary["emulation"]
-        same_ray = abs(summary["total_jct_s"] - total_jct) <= 1e-9 * max(1.0, total_jct)
-        print(f"\nthrough Ray: {wall_r:.2f} s wall for the whole command ({e['wall_s']:.2f} s of emulation after the "
-              f"cluster started), {cpu_r:.2f} s CPU in this process and {kids_r:.2f} s in Ray's processes (start-up "
-              f"included); iterations run {e['iterations_run']}, "
-              f"fast-forwarded {e['iterations_fast_forwarded']}; total JCT {summary['total_jct_s']:.6g} s "
-              f"({'equal to' if same_ray else 'DIFFERENT from'} the in-process run's)")
-        ray_iters = max(e["iterations_run"], 1)
-        print(f"per iteration run: {1e3 * e['wall_s'] / ray_iters:.2f} ms through Ray against "
-              f"{1e3 * wall_q / max(iters, 1):.2f} ms in-process: Ray's calls and processes add "
-              f"{1e3 * (e['wall_s'] - wall_q) / ray_iters:.2f} ms ({(e['wall_s'] - wall_q) / max(e['wall_s'], 1e-9):.0%} "
-              f"of the emulation's wall)")
+        out.mkdir(parents=True, exist_ok=True)
+        layouts = [w.strip() for w in args.workers.split(",") if w.strip()]
+        if not layouts or any(w not in ("pool", "clock") for w in layouts):
+            ap.error(f"--workers: a comma-separated list of pool, clock; got {args.workers!r}")
+        walls: dict[str, float] = {}
+        for layout in layouts:
+            copy = trial_copy(Path(loaded.path), out, {"workers": layout}, f"workers_{layout}")
+            summary, wall_r, cpu_r, kids_r = through_ray(str(copy), args.policy, out / f"ray_{layout}")
+            e = summary["emulation"]
+            walls[layout] = e["wall_s"]
+            same_ray = abs(summary["total_jct_s"] - total_jct) <= 1e-9 * max(1.0, total_jct)
+            print(f"\nthrough Ray, workers: {layout}: {wall_r:.2f} s wall for the whole command ({e['wall_s']:.2f} s "
+                  f"of emulation after the cluster started, {e['emulated_s_per_wall_s']:.1f} emulated s per wall s), "
+                  f"{cpu_r:.2f} s CPU in this process and {kids_r:.2f} s in Ray's processes (start-up "
+                  f"included); iterations run {e['iterations_run']}, "
+                  f"fast-forwarded {e['iterations_fast_forwarded']}; total JCT {summary['total_jct_s']:.6g} s "
+                  f"({'equal to' if same_ray else 'DIFFERENT from'} the in-process run's)")
+            ray_iters = max(e["iterations_run"], 1)
+            print(f"per iteration run: {1e3 * e['wall_s'] / ray_iters:.2f} ms through Ray against "
+                  f"{1e3 * wall_q / max(iters, 1):.2f} ms in-process: Ray's calls and processes add "
+                  f"{1e3 * (e['wall_s'] - wall_q) / ray_iters:.2f} ms ({(e['wall_s'] - wall_q) / max(e['wall_s'], 1e-9):.0%} "
+                  f"of the emulation's wall)")
+        if len(walls) == 2 and walls.get("clock", 0) > 0:
+            print(f"\nworkers: pool / workers: clock, emulation wall: {walls['pool']:.2f} / {walls['clock']:.2f} s "
+                  f"= {walls['pool'] / walls['clock']:.1f}x")
     return 0

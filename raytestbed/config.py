@@ -207,6 +207,11 @@ class EmuConfig(_Strict):
     gpus_per_actor: PositiveInt | None = Field(
         None, description="emulated GPUs per worker-pool host process (default: a whole server for replay "
         "compute, 1 for real compute). Results do not depend on it")
+    workers: Literal["auto", "pool", "clock"] = Field(
+        "auto", description="where the runs' workers and PS tasks live: pool (the worker pool's host processes, "
+        "one per GPU group, their messages to the clock actor through Ray), clock (in the clock actor's own "
+        "process: no messages between processes; replay compute only) or auto (clock for replay, pool for "
+        "real compute). Results do not depend on it")
     progress_s: PositiveFloat = Field(1.0, description="wall seconds between the driver's progress polls")
     start_timeout_s: PositiveFloat | None = Field(
         None, description="wall seconds each stage of Ray's start-up (and of the emulated servers' and worker "
@@ -217,6 +222,13 @@ class EmuConfig(_Strict):
     @classmethod
     def _ff(cls, v):
         return v if isinstance(v, FastForwardConfig) else FastForwardConfig(enabled=bool(v))
+
+    @model_validator(mode="after")
+    def _workers_in_clock_replay_only(self):
+        if self.workers == "clock" and self.compute == "real":
+            raise ValueError("workers: clock runs replay compute only (real compute needs the worker pool: one "
+                             "process per GPU, so passes run side by side); use workers: pool")
+        return self
 
 
 class TrialConfig(_Strict):

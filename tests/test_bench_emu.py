@@ -1,11 +1,12 @@
-"""`raytestbed bench emu`: the trial copy `--no-fast-forward` runs, and `--repeat`'s run-to-run spread."""
+"""`raytestbed bench emu`: the trial copies `--no-fast-forward` and `bench emu-breakdown --workers` run,
+and `--repeat`'s run-to-run spread."""
 
 from pathlib import Path
 
 import pandas as pd
 
 from raytestbed.config import load_trial
-from benchmarks.emu import without_fast_forward
+from benchmarks.emu import trial_copy, without_fast_forward
 
 TRIALS = Path(__file__).resolve().parents[1] / "workloads" / "trials"
 
@@ -18,6 +19,15 @@ def test_copy_without_fast_forward_loads_the_same_trial(tmp_path):
     assert copy.trial.emu.compute == original.trial.emu.compute
     assert copy.trial.cluster == original.trial.cluster
     assert copy.trial.workload.model_dump() | {"path": None} == original.trial.workload.model_dump() | {"path": None}
+
+
+def test_copy_with_a_worker_layout_keeps_the_trial_and_its_cluster_file(tmp_path):
+    original = load_trial(TRIALS / "demo.yaml")  # its cluster is a file name, resolved in cluster_configs/
+    for layout in ("pool", "clock"):
+        copy = load_trial(trial_copy(TRIALS / "demo.yaml", tmp_path, {"workers": layout}, f"w_{layout}"))
+        assert copy.trial.emu.workers == layout and original.trial.emu.workers == "auto"
+        assert copy.cluster_config == original.cluster_config
+        assert copy.trial.workload == original.trial.workload
 
 
 def _jobs(folder: Path, jcts, skipped) -> Path:
@@ -41,3 +51,11 @@ def test_repeat_stats_give_total_and_per_job_spread_and_compare_the_skipped_iter
     assert rep["all"]["runs"] == 4 and rep["same_iterations_skipped"]
     other = _jobs(tmp_path / "l3", [4.0, 1.0], [46, 26])
     assert not repeat_stats({"quiet": quiet, "loaded": [other]})["same_iterations_skipped"]
+
+
+def test_every_shipped_trial_file_loads():
+    """The trials the docs' commands name (scale_replay256, parity_*, demo, ...) parse and validate."""
+    files = sorted(TRIALS.glob("*.yaml"))
+    assert any(f.stem == "scale_replay256" for f in files)
+    for f in files:
+        assert load_trial(f).trial.name, f

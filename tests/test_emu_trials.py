@@ -122,6 +122,38 @@ def test_fifo_and_asrpt_end_to_end_with_a_server_killed(tmp_path, ray_local):
     assert pd.read_csv(out / "fifo" / "jobs.csv")["predicted_iterations"].isna().all()
 
 
+def test_workers_in_the_pool_or_in_the_clock_actor_give_the_same_trial(tmp_path, ray_local):
+    """``emu.workers``: the runs' participants in the worker pool's host processes (steps through Ray)
+    or in the clock actor's process (method calls) -- the same jobs, byte for byte, with a server killed
+    mid-trial; replay defaults to the clock actor."""
+    t = _trial(tmp_path)
+    text = t.read_text()
+    outs = {}
+    for layout in ("pool", "clock", "auto"):
+        t.write_text(text.replace("emu: {compute: replay, progress_s: 0.5}",
+                                  f"emu: {{compute: replay, progress_s: 0.5, workers: {layout}}}"))
+        outs[layout] = out = tmp_path / layout
+        assert main(["run", str(t), "--backend", "emu", "--out", str(out), "--quiet",
+                     "--inject", "kill_server:1@1.0s"]) == 0
+        _check_run(out, "fifo", 1.0)
+        info = json.loads((out / "summary.json").read_text())["emulation"]
+        assert info["workers"] == ("clock" if layout == "auto" else layout)
+    jobs = {k: (o / "jobs.csv").read_bytes() for k, o in outs.items()}
+    assert jobs["pool"] == jobs["clock"] == jobs["auto"]
+
+
+def test_real_compute_refuses_workers_in_the_clock_actor(tmp_path, capsys):
+    t = _trial(tmp_path)
+    t.write_text(t.read_text().replace("emu: {compute: replay, progress_s: 0.5}", "emu: {workers: clock}"))
+    assert main(["run", str(t), "--backend", "emu:real", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "emu.workers: clock runs replay compute only" in err and not (tmp_path / "o").exists()
+    t.write_text(t.read_text().replace("emu: {workers: clock}", "emu: {workers: clock, compute: real}"))
+    assert main(["run", str(t), "--backend", "emu", "--out", str(tmp_path / "o"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "workers: clock runs replay compute only" in err and "emu" in err
+
+
 @pytest.mark.slow
 def test_policy_fault_in_the_clock_actor_is_one_line_on_the_terminal(tmp_path, ray_local, capsys):
     """The exception is raised inside the clock actor; the driver prints the same one line as the simulator."""

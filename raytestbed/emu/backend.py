@@ -232,6 +232,7 @@ class EmuDriver:
             "compute_factor": self.compute_factor if self.compute_factor is not None else "profile-scaled",
             "compute_device": self.device,
             "nic_share": getattr(self.emu, "nic_share", "fair"),
+            "workers": getattr(self.emu, "workers", "pool"),
             "servers": self.cluster.num_servers,
             "emulated_gpus": self.cluster.total_gpus,
             "host_cpus": os.cpu_count() or 1,
@@ -263,6 +264,16 @@ def gpus_per_actor(cfg, cluster: Cluster) -> int:
     if cfg.compute == "replay":
         return max((s.gpus for s in cluster.servers), default=1)
     return 1
+
+
+def worker_layout(cfg) -> str:
+    """Where a trial's runs' participants live (``emu.workers``): as set, else (``auto``) in the clock
+    actor's process for replay (nothing computes there, so a process per GPU group would only add Ray
+    messages: the same results in a fraction of the wall time, docs/benchmarks.md) and in the worker
+    pool for real compute (each worker's passes in a process of its own)."""
+    if cfg.workers != "auto":
+        return cfg.workers
+    return "clock" if cfg.compute == "replay" else "pool"
 
 
 def check_real_compute(cluster: Cluster, jobs: Sequence[Job],
@@ -318,6 +329,9 @@ class EmuBackend:
                         f"--backend sim:flow")
         if (why := transfer_timing_refusal(jobs, speeds)) is not None:
             return f"backend emu: {why}"
+        if trial.emu.compute == "real" and trial.emu.workers == "clock":
+            return ("backend emu:real: emu.workers: clock runs replay compute only (real compute needs the worker "
+                    "pool: one process per GPU); set emu.workers: pool")
         if trial.emu.compute == "real":
             for j in jobs or ():
                 try:
@@ -358,7 +372,7 @@ class EmuBackend:
         ff = FastForward(**cfg.fast_forward.model_dump())
         with EmuCluster(run.cluster, address=cfg.address, nic_share=cfg.nic_share, fast_forward=ff, pace=cfg.pace,
                         gpus_per_actor=gpus_per_actor(cfg, run.cluster), replay_payload_bytes=cfg.replay_payload_bytes,
-                        start_timeout_s=cfg.start_timeout_s) as emu:
+                        start_timeout_s=cfg.start_timeout_s, workers=worker_layout(cfg)) as emu:
             emu.fast_forward = ff
             if cfg.compute == "real":
                 emu.pool.preload_real_compute()  # torch in every GPU host, before the trial

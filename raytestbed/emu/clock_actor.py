@@ -20,11 +20,12 @@ from raytestbed.emu.fastforward import FastForward
 from raytestbed.emu.hostlink import ClockLink
 from raytestbed.emu.pool import PoolLauncher
 from raytestbed.emu.run import Run
+from raytestbed.errors import ServerLostError
 
 
 class LocalLauncher:
-    """Runs' participants as in-process objects (tests; no Ray): one in-process "host" whose
-    :class:`~raytestbed.emu.hostlink.ClockLink` calls the clock service directly."""
+    """Runs' participants as in-process objects (tests, and the clock actor with ``emu.workers: clock``):
+    one in-process "host" whose :class:`~raytestbed.emu.hostlink.ClockLink` calls the clock service directly."""
 
     HOST = "local"  #: the one host's name at the clock
 
@@ -33,12 +34,20 @@ class LocalLauncher:
         self.link: ClockLink | None = None
         self.objects: dict[tuple, list] = {}
         self.tasks: dict[tuple, list] = {}
+        self._lost_gpus: set[int] = set()
+        self._lost_servers: set[int] = set()
 
     def link_of(self, host) -> ClockLink | None:
         """Where the clock sends host ``host``'s wake-ups."""
         return self.link if host == self.HOST else None
 
     async def launch(self, run: Run, start_s: float) -> list:
+        for spec in run.plan.workers:
+            if spec.gpu in self._lost_gpus:
+                raise ServerLostError(f"server of GPU {spec.gpu} was lost")
+        for p in run.plan.ps:
+            if p.server in self._lost_servers:
+                raise ServerLostError(f"server {p.server} was lost")
         if self.link is None:
             self.link = ClockLink(self._service(), self.HOST)
         clock = self.link
@@ -54,6 +63,11 @@ class LocalLauncher:
         tasks = [asyncio.ensure_future(o.run()) for o in workers + ps]
         self.tasks[run.run_id] = tasks
         return tasks
+
+    def lose_server(self, server: int, gpus) -> None:
+        """Never launch on ``server`` again (its runs fail at the clock)."""
+        self._lost_servers.add(server)
+        self._lost_gpus.update(gpus)
 
     def drop(self, run: Run) -> None:
         for t in self.tasks.pop(run.run_id, []):
@@ -109,15 +123,20 @@ class ClockActor(ClockService):
     """:class:`ClockService` as an async Ray actor whose runs live in the worker pool's hosts.
 
     Create with :func:`clock_actor_class` (``EmuCluster`` does): ``gpu_hosts`` / ``server_hosts``
-    map every emulated GPU / server to its host actor."""
+    map every emulated GPU / server to its host actor; both None (``emu.workers: clock``): the runs'
+    participants are plain objects in this actor's process (:class:`LocalLauncher`), so steps and
+    wake-ups are method calls on its own event loop."""
 
-    def __init__(self, cluster: Cluster, gpu_hosts: dict, server_hosts: dict, nic_share: str = "fair",
+    def __init__(self, cluster: Cluster, gpu_hosts: dict | None, server_hosts: dict | None, nic_share: str = "fair",
                  fast_forward: FastForward | None = None, pace: float | None = None,
                  watchdog_s: float = 120.0, replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD) -> None:
         import ray  # in the actor's process, where Ray runs anyway (this module imports without Ray)
 
-        me = ray.get_runtime_context().current_actor
-        super().__init__(cluster, PoolLauncher(gpu_hosts, server_hosts, me), nic_share=nic_share,
+        if gpu_hosts is None:  # emu.workers: clock -- the runs' participants are objects in this process
+            launcher = LocalLauncher(lambda: self)
+        else:
+            launcher = PoolLauncher(gpu_hosts, server_hosts, ray.get_runtime_context().current_actor)
+        super().__init__(cluster, launcher, nic_share=nic_share,
                          fast_forward=fast_forward, pace=pace, watchdog_s=watchdog_s,
                          replay_payload_bytes=replay_payload_bytes)
 

@@ -7,7 +7,8 @@ resource ``emu_gpu``: one bundle per *GPU group* of ``gpus_per_actor`` GPUs
 ``emu_gpu`` resources, so on a multi-node cluster the emulated servers
 spread over the real nodes.  A :class:`~raytestbed.emu.server.ServerActor`
 sits in bundle 0; the jobs' GPU workers run inside the worker pool's long-lived
-host actors (:mod:`.pool`), one per GPU group, in the group's bundle.
+host actors (:mod:`.pool`), one per GPU group, in the group's bundle (or, with
+``workers="clock"``, inside the clock actor's own process).
 
 The **clock actor** (:mod:`.clock_actor`, running :mod:`.clock_service`) holds the virtual clock, the fluid
 fabric and the runs; in a trial also the scheduler. Killing a server removes
@@ -37,6 +38,7 @@ from raytestbed.errors import ConfigError, ServerLostError
 # without it, and Ray alone imports in 3.8 s (python -X importtime, 2-core host at load 20).
 
 RESOURCE = "emu_gpu"
+WORKER_LAYOUTS = ("pool", "clock")  #: where runs' participants live: the worker pool's hosts, or the clock actor
 
 
 def open_ray(cluster: Cluster, **opts) -> RaySession:
@@ -65,6 +67,10 @@ class EmuCluster:
         pace: at most this many emulated seconds per wall second (a live demo); None: unpaced.
         replay_payload_bytes: replay: the largest buffer that really moves per transfer (None: the
             profiled size; default 1 MiB); emulated times do not depend on it.
+        workers: where runs' workers and PS tasks live: ``"pool"`` (the worker pool's host actors, one
+            per GPU group; their steps reach the clock actor through Ray) or ``"clock"`` (plain objects
+            in the clock actor's process, as in-process tests run them: no pool is started and no message
+            crosses processes; replay compute). Emulated times do not depend on it.
         **ray_opts: passed to ``ray.init`` (``num_cpus``, ``object_store_memory``, ...).
     """
 
@@ -72,7 +78,7 @@ class EmuCluster:
                  auth: str | None = None, host: str = "127.0.0.1", ready_timeout_s: float | None = None,
                  nic_share: str = "fair", fast_forward: FastForward | None = None, pace: float | None = None,
                  replay_payload_bytes: int | None = DEFAULT_REPLAY_PAYLOAD, start_timeout_s: float | None = None,
-                 **ray_opts) -> None:
+                 workers: str = "pool", **ray_opts) -> None:
         import ray
         from ray.util.placement_group import placement_group
 
@@ -81,6 +87,9 @@ class EmuCluster:
         self.nic_share = nic_share
         if gpus_per_actor is not None and not (isinstance(gpus_per_actor, int) and gpus_per_actor >= 1):
             raise ConfigError(f"emulator: gpus_per_actor must be an integer >= 1, got {gpus_per_actor!r}")
+        if workers not in WORKER_LAYOUTS:
+            raise ConfigError(f"emulator: workers must be one of {', '.join(WORKER_LAYOUTS)}, got {workers!r}")
+        self.workers = workers
         if pace is not None and not (math.isfinite(pace) and pace > 0):
             raise ConfigError(f"emulator: pace must be a number > 0 (emulated s per wall s), got {pace!r}")
         self.cluster = cluster
@@ -139,10 +148,14 @@ class EmuCluster:
                     f"{ready_timeout_s:g} s (host overloaded?); raise ready_timeout_s or emulate fewer servers")
             ray.get(pings)
             self._watch = {a.watch.remote(): m for m, a in enumerate(self.servers)}
-            self.pool = WorkerPool(self, ready_timeout_s)
-            gpu_hosts = {g: self.pool.host(g) for g in range(cluster.total_gpus)}
+            if workers == "pool":
+                self.pool = WorkerPool(self, ready_timeout_s)
+                gpu_hosts = {g: self.pool.host(g) for g in range(cluster.total_gpus)}
+                server_hosts = dict(enumerate(self.servers))
+            else:  # the runs' participants live in the clock actor's process
+                gpu_hosts = server_hosts = None
             self.clock = clock_actor_class().options(max_concurrency=100_000).remote(
-                cluster, gpu_hosts, dict(enumerate(self.servers)), nic_share, fast_forward, pace,
+                cluster, gpu_hosts, server_hosts, nic_share, fast_forward, pace,
                 replay_payload_bytes=replay_payload_bytes)
             ray.get(self.clock.ping.remote(), timeout=ready_timeout_s)
         except BaseException:
