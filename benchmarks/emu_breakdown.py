@@ -144,6 +144,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top", type=int, default=12, help="functions to list by own time")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
+    layouts = [w.strip() for w in args.workers.split(",") if w.strip()]
+    if not layouts or any(w not in ("pool", "clock") for w in layouts):
+        ap.error(f"--workers: a comma-separated list of pool, clock; got {args.workers!r}")
     loaded = load_trial(args.trial)
     if loaded.trial.emu.compute != "replay":
         raise SystemExit("emu-breakdown: replay compute only (real compute's time is the passes themselves)")
@@ -179,9 +182,6 @@ def main(argv: list[str] | None = None) -> int:
 
         out = args.out or Path(tempfile.mkdtemp(prefix="bench_emu_breakdown_"))
         out.mkdir(parents=True, exist_ok=True)
-        layouts = [w.strip() for w in args.workers.split(",") if w.strip()]
-        if not layouts or any(w not in ("pool", "clock") for w in layouts):
-            ap.error(f"--workers: a comma-separated list of pool, clock; got {args.workers!r}")
         walls: dict[str, float] = {}
         for layout in layouts:
             copy = trial_copy(Path(loaded.path), out, {"workers": layout}, f"workers_{layout}")

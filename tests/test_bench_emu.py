@@ -59,3 +59,13 @@ def test_every_shipped_trial_file_loads():
     assert any(f.stem == "scale_replay256" for f in files)
     for f in files:
         assert load_trial(f).trial.name, f
+
+
+def test_emu_breakdown_refuses_an_unknown_worker_layout_before_running(capsys):
+    import pytest
+
+    from benchmarks.emu_breakdown import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["--trial", "demo_emu", "--workers", "pool,hosts"])
+    assert e.value.code == 2 and "--workers" in capsys.readouterr().err
