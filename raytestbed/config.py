@@ -223,11 +223,18 @@ class EmuConfig(_Strict):
     def _ff(cls, v):
         return v if isinstance(v, FastForwardConfig) else FastForwardConfig(enabled=bool(v))
 
+    def workers_conflict(self) -> str | None:
+        """Why ``workers`` and ``compute`` do not go together (None if they do): a trial file's check, and
+        the emulator backend's when ``emu:real`` overrides the trial's ``compute``."""
+        if self.workers == "clock" and self.compute == "real":
+            return ("workers: clock runs replay compute only (real compute needs the worker pool: one process "
+                    "per GPU, so passes run side by side); use workers: pool")
+        return None
+
     @model_validator(mode="after")
     def _workers_in_clock_replay_only(self):
-        if self.workers == "clock" and self.compute == "real":
-            raise ValueError("workers: clock runs replay compute only (real compute needs the worker pool: one "
-                             "process per GPU, so passes run side by side); use workers: pool")
+        if (why := self.workers_conflict()) is not None:
+            raise ValueError(why)
         return self
 
 

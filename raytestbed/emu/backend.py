@@ -329,9 +329,8 @@ class EmuBackend:
                         f"--backend sim:flow")
         if (why := transfer_timing_refusal(jobs, speeds)) is not None:
             return f"backend emu: {why}"
-        if trial.emu.compute == "real" and trial.emu.workers == "clock":
-            return ("backend emu:real: emu.workers: clock runs replay compute only (real compute needs the worker "
-                    "pool: one process per GPU); set emu.workers: pool")
+        if (why := trial.emu.workers_conflict()) is not None:  # emu:real over a trial's replay skips the check
+            return f"backend emu:real: emu.{why}"
         if trial.emu.compute == "real":
             for j in jobs or ():
                 try:
