@@ -72,6 +72,11 @@ def test_inbound_flows_hold_the_gpu_for_their_union_once():
     assert h.charge([(5.0, 6.0), (5.5, 7.0)]) == pytest.approx(2.0)  # one receive, two overlapping slices
     assert h.charge([(0.0, 8.0)]) == pytest.approx(8.0 - 2.5 - 2.0)  # an older, longer span: only the gaps
     assert h.charge([(9.0, 9.5)]) == pytest.approx(0.5)
+    covered = InboundTime()
+    covered.cover(10.0, 12.0)  # an all-reduce step held the GPU: inbound flows meanwhile are not charged again
+    assert covered.charge([(11.0, 13.0)]) == pytest.approx(1.0)
+    covered.cover(14.0, 14.0)  # an empty step covers nothing
+    assert covered.charge([(13.5, 14.5)]) == pytest.approx(1.0)
     small = InboundTime(keep=1)
     small.charge([(0.0, 1.0)])
     small.charge([(2.0, 3.0)])

@@ -10,7 +10,8 @@ received payloads. Everything else happens here, between two blocks:
 
 * the worker's time ``t`` (emulated seconds): the time of its last wake-up plus what it charged
   since: compute (the strategy's charge) and holding the GPU for inbound flows (A-SRPT eq. 5,
-  :class:`~raytestbed.execution.plan.InboundTime`);
+  :class:`~raytestbed.execution.plan.InboundTime`; not again for the part of their flight spent in
+  an all-reduce step, which they lengthened already);
 * the compute strategy (:mod:`raytestbed.execution.compute`): it charges the passes and holds the
   payloads: what each outbound transfer carries and how many bytes, what a receive brought;
 * the per-mini-batch accounts (compute, communication, CPU and profiled seconds) and the records
@@ -98,13 +99,14 @@ class Driver:
         """The block ended at ``t`` (emulated s): ``spans`` ``{key: (start_s, end_s)}`` of its transfers,
         ``data`` the ``(payload, meta)`` of its ``recvs`` in order (None: no payloads). Runs the
         program to its next block; None when it ended."""
-        self.t = t
+        blocked_at, self.t = self.t, t
         req, self._waiting = self._waiting, None
         if isinstance(req, Receive):
             if req.hold_gpu:
                 self.t += self.inbound.charge([spans[k] for k in req.keys])
             self.compute.received(req, data)
         elif isinstance(req, Exchange):
+            self.inbound.cover(blocked_at, t)
             self.compute.received(req, data)
         return self._run(None)
 

@@ -399,7 +399,9 @@ class InboundTime:
     but over the same interval, so their union — the port's busy time, what eq. 5 counts — is
     charged, not the sum of their spans. A flow slowed by another job's traffic still holds the
     GPU longer. (Inside a server two slices come over their own links at full rate at once: their
-    union is shorter than eq. 5's sum.) Spans are ``(start_s, end_s)`` in emulated seconds; they
+    union is shorter than eq. 5's sum.) Time the worker spent in an all-reduce step is marked charged
+    (:meth:`cover`): an inbound slice that arrived meanwhile shared the ingress port with the ring and
+    lengthened that step by its transfer time already. Spans are ``(start_s, end_s)`` in emulated seconds; they
     may come out of order (a gradient that arrived while the stage computed is taken later), so
     the charged intervals are kept (the last ``keep``, merged; a span older than those is charged
     in full).
@@ -420,6 +422,12 @@ class InboundTime:
             new += max(0.0, (b - a) - covered)
             self._add(a, b)
         return new
+
+    def cover(self, a: float, b: float) -> None:
+        """The worker held its GPU over ``[a, b]`` for another reason (an all-reduce step through the same
+        ingress port): inbound flows during it are not charged again."""
+        if b > a:
+            self._add(a, b)
 
     def shift(self, dt: float) -> None:
         """The charged intervals move ``dt`` seconds later (the simulator's fast-forward)."""
