@@ -170,7 +170,7 @@ def _report(sweep: Sweep, df, agg, cells, failed, plots, out: Path) -> None:
     metrics = [m for m in sweep.metric_names() if f"{m}_mean" in agg.columns]
     show = agg[["trial", *sweep.axis_names(), "policy", "seeds"]].copy()
     for m in metrics:
-        show[m] = [_pm(a, b) for a, b in zip(agg[f"{m}_mean"], agg[f"{m}_ci95"])]
+        show[m] = [pm(a, b, ci_fmt=".2g") for a, b in zip(agg[f"{m}_mean"], agg[f"{m}_ci95"])]
     lines = [f"# Sweep {sweep.name}", "",
              f"{len(df)} of {len(cells)} cells finished"
              + (f"; {len(failed)} failed in the last run (failures.csv)" if failed else "") + ".",
@@ -180,7 +180,12 @@ def _report(sweep: Sweep, df, agg, cells, failed, plots, out: Path) -> None:
     (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
-def _pm(mean: float, ci: float) -> str:
+def pm(mean: float, ci: float, fmt: str = ".4g", ci_fmt: str | None = None, unit: str = "",
+       alone: str = "") -> str:
+    """``mean ± ci`` (``fmt``, the half width in ``ci_fmt``, default ``fmt``) then ``unit``; without a CI
+    (NaN: one seed) ``mean``, ``unit`` and ``alone``; "-" for a missing mean."""
     if not math.isfinite(mean):
         return "-"
-    return f"{mean:.4g}" if not math.isfinite(ci) else f"{mean:.4g} ± {ci:.2g}"
+    if not math.isfinite(ci):
+        return f"{mean:{fmt}}{unit}{alone}"
+    return f"{mean:{fmt}} ± {ci:{ci_fmt or fmt}}{unit}"

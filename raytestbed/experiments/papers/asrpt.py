@@ -42,7 +42,7 @@ from raytestbed.config import CLUSTER_CONFIG_DIR, parse_trial
 from raytestbed.experiments.papers import asrpt_table2 as pb
 from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
-from raytestbed.experiments.tables import ci95
+from raytestbed.experiments.tables import ci95, pm
 from raytestbed.predict.evaluate import holdout_errors, prediction_errors
 from raytestbed.results.tables import md_table
 from raytestbed.traces.registry import load_workload
@@ -187,7 +187,7 @@ def reduction_summary(per_seed: pd.DataFrame) -> pd.DataFrame:
 
 
 def _pm(mean: float, half: float, unit: str = " %") -> str:
-    return f"{mean:.1f}{unit} (one seed)" if pd.isna(half) else f"{mean:.1f} ± {half:.1f}{unit}"
+    return pm(mean, half, ".1f", unit=unit, alone=" (one seed)")
 
 
 def _x(x) -> str:

@@ -42,7 +42,7 @@ import pandas as pd
 from raytestbed.core.cluster import Cluster
 from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
-from raytestbed.experiments.tables import ci95
+from raytestbed.experiments.tables import ci95, pm
 from raytestbed.placement.gvne import SlotJob, solve_exact, solve_greedy, solve_lp_rs_mde
 from raytestbed.placement.ring_embedding import Substrate, validate_embeddings
 from raytestbed.placement.utility import job_utility
@@ -255,10 +255,6 @@ def fig7_run(folder: Path, quick: bool) -> list[str]:
             "![fig7](fig7/fig7_ratio.png)", ""]
 
 
-def _pm(mean: float, half: float, fmt: str = ".3f") -> str:
-    return f"{mean:{fmt}}" if math.isnan(half) else f"{mean:{fmt}} ± {half:{fmt}}"
-
-
 def _fig4_reading(df: pd.DataFrame, reading: str) -> tuple[str, str]:
     """One reading's Fig. 4 check: per seed, the reading's total utility / the best baseline's; "clearly
     above" = the ratio's 95 % CI above 1 at every job count, "the gap growing" = the per-seed growth of
@@ -268,7 +264,7 @@ def _fig4_reading(df: pd.DataFrame, reading: str) -> tuple[str, str]:
     ratio = (per[reading] / per[base].max(axis=1)).unstack("seed")  # job count x seed
     stats = [(n, r.mean(), ci95(r.to_numpy())) for n, r in ratio.iterrows()]
     growth = (ratio.iloc[-1] - ratio.iloc[0]).dropna().to_numpy()
-    ours = ", ".join(f"{n} jobs {_pm(m, h)}" for n, m, h in stats)
+    ours = ", ".join(f"{n} jobs {pm(m, h, '.3f')}" for n, m, h in stats)
     if ratio.shape[1] < 2:
         return ours, "partly: one seed, no confidence interval"
     above = all(m - h > 1 for _, m, h in stats)
@@ -300,7 +296,7 @@ def _rises(axis: str):
         g = df.groupby(axis)["embedded_ratio"]
         wide = df.pivot_table(index="seed", columns=axis, values="embedded_ratio")
         rise = (wide.iloc[:, -1] - wide.iloc[:, 0]).dropna().to_numpy()
-        ours = ", ".join(f"{k:g} units {_pm(v, ci95(x.to_numpy()))}" for (k, v), (_, x) in zip(g.mean().items(), g))
+        ours = ", ".join(f"{k:g} units {pm(v, ci95(x.to_numpy()), '.3f')}" for (k, v), (_, x) in zip(g.mean().items(), g))
         if g.mean().min() > 0.99:
             return ours, "not reproduced: the ratio is above 0.99 at every capacity (almost no job left out)"
         if len(rise) < 2:
