@@ -84,3 +84,15 @@ def test_predictor_check_needs_the_order_on_every_seed(tmp_path):
     errs[3]["mae_iterations"] = 700.0  # seed 2: RF worse than the median predictor
     pd.DataFrame(errs).to_csv(tmp_path / "predictor_errors.csv", index=False)
     assert asrpt._predictor_check(t, tmp_path)[1] == "partly: MAE order differs on some seed"
+
+
+def test_fig6_verdict_under_every_reading():
+    check = asrpt._per_reading(asrpt._range_check("jobs", 31, 91))
+    seeds = [{**_seed(60), "asrpt[tau=0]": 120.0}, {**_seed(61), "asrpt[tau=0]": 121.0},
+             {**_seed(59), "asrpt[tau=0]": 119.0}]
+    ours, verdict = check(_table({1000: seeds}), None)
+    assert verdict == ("reproduced (over the 95 % CI of the seeds) [other readings: asrpt[tau=0]: not reproduced: "
+                       "the best baseline's total JCT is below A-SRPT's over the 95 % CI at 1000]")
+    assert "[asrpt[tau=0]: 1000: -20.0 ± " in ours
+    assert [p.label for p in asrpt.jobs_sweep(False).policies][-1] == "asrpt[tau=0]"
+    assert asrpt.jobs_sweep(False).policies[-1].params == {"tau": 0.0}
