@@ -42,7 +42,7 @@ import pandas as pd
 
 from raytestbed.config import CLUSTER_CONFIG_DIR, parse_trial
 from raytestbed.experiments.papers import asrpt_table2 as pb
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 from raytestbed.experiments.tables import ci95, pm
 from raytestbed.predict.evaluate import holdout_errors, prediction_errors
@@ -111,14 +111,12 @@ def _lines(extra: bool = False, readings: bool = False) -> list[PolicySpec]:
     return lines
 
 
-def _seeds(quick: bool) -> list[int]:
-    return SEEDS[:1] if quick else SEEDS
-
 
 def _sweep(name: str, trace: str, trial, axis: Axis | None, quick: bool, extra: bool = False,
            readings: bool = False) -> Sweep:
     prefix = "asrpt" if trace == WORKLOADS[0] else f"asrpt_{trace}"
-    return Sweep(f"{prefix}_{name}", [trial], _lines(extra, readings), _seeds(quick), "sim", [axis] if axis else [],
+    return Sweep(f"{prefix}_{name}", [trial], _lines(extra, readings), run_seeds(SEEDS, quick), "sim",
+                 [axis] if axis else [],
                  ["total_jct_s", "avg_jct_s"], log_events=False)
 
 

@@ -52,6 +52,11 @@ class Figure:
     claims: tuple[Claim, ...] = ()
 
 
+def run_seeds(full: list[int], quick: bool) -> list[int]:
+    """The seeds a figure runs: all of ``full``, or its first only for ``--quick`` (a smoke test)."""
+    return list(full[:1]) if quick else list(full)
+
+
 def shape(values: list[float], tol: float = 1e-6) -> str:
     """Sequence of moves (drop / rise) of a curve, flat steps merged."""
     moves: list[str] = []

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 from raytestbed.results.tables import md_table
 
@@ -97,7 +97,7 @@ def _sweep(fig: str, multi_gpu: bool):
     def build(quick: bool) -> Sweep:
         trial = trial_with(TRIAL, {"workload.multi_gpu": multi_gpu}, name=f"gavel_{'multi' if multi_gpu else 'single'}")
         grid = [Axis("rate_per_hour", tuple(rate_point(r, quick) for r in _rates(fig, quick)))]
-        seeds = [0] if quick or fig == "fig8-partial" else SEEDS
+        seeds = run_seeds(SEEDS, quick or fig == "fig8-partial")
         return Sweep(f"gavel_{fig}", [trial], [PolicySpec(p, p) for p in POLICIES], seeds, "sim", grid,
                      ["avg_jct_s", "unfinished"], log_events=False)
     return build

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, shape
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, run_seeds, shape
 from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 
@@ -41,9 +41,6 @@ PAPER = {
 }
 
 
-def _seeds(quick: bool) -> list[int]:
-    return [0] if quick else SEEDS_FULL
-
 
 def _lines(policies=POLICIES) -> list[PolicySpec]:
     return [PolicySpec(p, p) for p in policies]
@@ -53,13 +50,14 @@ def fig4_sweep(quick: bool) -> Sweep:
     timings = [("analytic eq. 8", {})]
     if not quick:
         timings.append(("flow (emergent)", {"timing.mode": "flow", "timing.iterations_per_coflow": 50}))
-    return Sweep("sjfbco_fig4", [trial_with(TRIAL, name="sjfbco_paper")], _lines(), _seeds(quick), "sim",
+    return Sweep("sjfbco_fig4", [trial_with(TRIAL, name="sjfbco_paper")], _lines(), run_seeds(SEEDS_FULL, quick), "sim",
                  [Axis("timing", tuple(timings))], ["makespan_s", "avg_jct_s"], log_events=False)
 
 
 def fig5_sweep(quick: bool) -> Sweep:
     kappas = [1, 2, 4, 8, 16, 32] if quick else list(range(1, 33))
-    return Sweep("sjfbco_fig5", [trial_with(TRIAL, name="sjfbco_paper")], _lines(["sjf-bco"]), _seeds(quick), "sim",
+    return Sweep("sjfbco_fig5", [trial_with(TRIAL, name="sjfbco_paper")], _lines(["sjf-bco"]),
+                 run_seeds(SEEDS_FULL, quick), "sim",
                  [Axis.field("policy_params.sjf-bco.kappa", kappas)], ["makespan_s"], log_events=False)
 
 
@@ -79,13 +77,13 @@ def fig6_sweep(quick: bool) -> Sweep:
     counts = [10, 15, 20] if quick else list(range(10, 21))
     points = tuple((n, {"cluster.servers": first_servers(n), "policy_params.@placement.horizon_s": 1500})
                    for n in counts)
-    return Sweep("sjfbco_fig6", [trial_with(TRIAL, name="sjfbco_paper")], _lines(), _seeds(quick), "sim",
+    return Sweep("sjfbco_fig6", [trial_with(TRIAL, name="sjfbco_paper")], _lines(), run_seeds(SEEDS_FULL, quick), "sim",
                  [Axis("servers", points)], ["makespan_s", "avg_jct_s"], log_events=False)
 
 
 def fig7_sweep(quick: bool) -> Sweep:
     line = PolicySpec("sjf-bco[kappa=1]", "sjf-bco", {"kappa": 1})
-    return Sweep("sjfbco_fig7", [trial_with(TRIAL, name="sjfbco_paper")], [line], _seeds(quick), "sim",
+    return Sweep("sjfbco_fig7", [trial_with(TRIAL, name="sjfbco_paper")], [line], run_seeds(SEEDS_FULL, quick), "sim",
                  [Axis.field("policy_params.sjf-bco.lam", [1.0, 2.0, 4.0, 8.0])], ["makespan_s"], log_events=False)
 
 
