@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 
 from raytestbed.experiments.spec import Sweep
+from raytestbed.experiments.tables import ci95
 from raytestbed.resources import package_dir
 
 #: The trial files the figures start from (``workloads/trials/``).
@@ -69,6 +70,35 @@ def shape(values: list[float], tol: float = 1e-6) -> str:
             continue
         if not moves or moves[-1] != m:
             moves.append(m)
+    return ", ".join(moves) if moves else "flat"
+
+
+def ci_shape(wide: pd.DataFrame) -> str | None:
+    """The moves (drop / rise) of a curve measured on several seeds that hold over the 95 % CI.
+
+    ``wide``: seeds x points (columns in the curve's order). Walking along the mean curve from the
+    last turning point (the extreme of the current move so far), a point starts a new move when its
+    per-seed difference to that turning point has a 95 % Student-t CI that excludes 0; a move that
+    continues only moves the turning point. So noise between seeds cannot add a turn, and a turn the
+    paper reports counts only if the seeds agree on it. None: fewer than two seeds.
+    """
+    if len(wide.dropna()) < 2:
+        return None
+    mean = wide.mean()
+    cols = list(wide.columns)
+    moves: list[str] = []
+    turn = cols[0]
+    for x in cols[1:]:
+        if moves and ((moves[-1] == "drop" and mean[x] < mean[turn]) or (moves[-1] == "rise" and mean[x] > mean[turn])):
+            turn = x
+            continue
+        d = (wide[x] - wide[turn]).dropna().to_numpy()
+        h = ci95(d)
+        if abs(d.mean()) > h:
+            m = "drop" if d.mean() < 0 else "rise"
+            if not moves or moves[-1] != m:
+                moves.append(m)
+            turn = x
     return ", ".join(moves) if moves else "flat"
 
 
