@@ -17,7 +17,8 @@ Alg. 1 S10 as one factor per coflow in LPCAS order; Aalo / LCCF: greedy priority
 
 Scale: ``iteration_scale`` simulates that fraction of each job's trace iterations (full 0.01,
 ``--quick`` 0.002) and ``arrival_scale`` compresses the trace arrivals by the same factor, so
-the jobs overlap as in the full trace (the load) while the event count drops.
+the jobs overlap as in the full trace (the load) while the event count drops. A full run has seeds
+1-5 (:data:`SEEDS`) and judges every claim over the 95 % CI of the seeds; ``--quick`` runs seed 1.
 """
 
 from __future__ import annotations
@@ -27,14 +28,17 @@ from pathlib import Path
 import pandas as pd
 
 from raytestbed.config import parse_trial
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs
+from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
+from raytestbed.experiments.tables import ci95, pm
 from raytestbed.results.tables import md_table
 
 TRIAL = TRIALS / "parrot_ms60.yaml"
 SCHEMES = ["parrot", "parrot-wo-wc", "aalo", "aalo-wo-wc", "lccf", "lccf-wo-wc"]
 MAIN = ["parrot", "aalo", "lccf"]
-SEED = 1
+NAMES = {"parrot": "Parrot", "aalo": "Aalo", "lccf": "LCCF"}  #: as the paper writes them
+#: the seeds of a full run (each draws the flow sizes and the random placement); ``--quick`` runs the first only
+SEEDS = [1, 2, 3, 4, 5]
 
 PAPER = {
     "fig5": "Parrot closest to LB (at most 2.75x LB); up to 58.4% below Aalo and 91.3% below LCCF "
@@ -72,35 +76,35 @@ METRICS = ["total_jct_s", "ratio_to_lb", "avg_cct_s"]
 
 
 def fig5_sweep(quick: bool) -> Sweep:
-    return Sweep("parrot_fig5", [_trial(quick)], _lines(MAIN if quick else SCHEMES), [SEED], "sim:flow", [GBPS],
+    return Sweep("parrot_fig5", [_trial(quick)], _lines(MAIN if quick else SCHEMES), run_seeds(SEEDS, quick), "sim:flow", [GBPS],
                  METRICS, log_events=False)
 
 
 def fig7_sweep(quick: bool) -> Sweep:
     etas = [1.0, 50.0] if quick else [1.0, 10.0, 50.0, 100.0]
     axis = Axis("eta_ms", tuple((e, {"policy_params.@network.observe_interval_s": e / 1e3 or None}) for e in etas))
-    return Sweep("parrot_fig7", [_trial(quick)], _lines(MAIN if quick else SCHEMES), [SEED], "sim:flow",
+    return Sweep("parrot_fig7", [_trial(quick)], _lines(MAIN if quick else SCHEMES), run_seeds(SEEDS, quick), "sim:flow",
                  [GBPS, axis], METRICS, log_events=False)
 
 
 def fig8_sweep(quick: bool) -> Sweep:
     thetas = [0.55, 0.9] if quick else [0.55, 0.65, 0.75, 0.85, 0.9, 0.95]
     lines = [PolicySpec(f"parrot[theta_max={t:g}]", "fifo+parrot", network_params={"theta_max": t}) for t in thetas]
-    return Sweep("parrot_fig8", [_trial(quick)], [*lines, *_lines(["aalo", "lccf"])], [SEED], "sim:flow", [GBPS],
+    return Sweep("parrot_fig8", [_trial(quick)], [*lines, *_lines(["aalo", "lccf"])], run_seeds(SEEDS, quick), "sim:flow", [GBPS],
                  METRICS, log_events=False)
 
 
 def fig9_sweep(quick: bool) -> Sweep:
     mus = [0.1, 1.0] if quick else [0.1, 0.4, 1.0]
     t = _trial(quick, {"kind": "ms60_poisson", "arrival_scale": 1.0, "jobs": 100, "mean_gap_s": mus[0]})
-    return Sweep("parrot_fig9", [t], _lines(MAIN), [SEED], "sim:flow",
+    return Sweep("parrot_fig9", [t], _lines(MAIN), run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.mean_gap_s", mus)], METRICS,
                  log_events=False)
 
 
 def fig10_sweep(quick: bool) -> Sweep:
     deltas = [1, 8] if quick else [1, 4, 16]
-    return Sweep("parrot_fig10", [_trial(quick)], _lines(MAIN), [SEED], "sim:flow",
+    return Sweep("parrot_fig10", [_trial(quick)], _lines(MAIN), run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.ps_max", deltas)], METRICS,
                  log_events=False)
 
@@ -111,7 +115,7 @@ def fb_sweep(quick: bool) -> Sweep:
     for k in ("gpu_scale", "iteration_scale", "max_coflow_mb"):
         data["workload"].pop(k, None)
     t = parse_trial(data, "parrot fb", t.path)
-    return Sweep("parrot_fb", [t], _lines(MAIN), [SEED], "sim:flow", [Axis.field("cluster.nic_gbps", [10.0])],
+    return Sweep("parrot_fb", [t], _lines(MAIN), run_seeds(SEEDS, quick), "sim:flow", [Axis.field("cluster.nic_gbps", [10.0])],
                  METRICS, log_events=False)
 
 
@@ -125,14 +129,20 @@ def _keys(df: pd.DataFrame) -> list[str]:
     return [c for c in ("cluster.nic_gbps", "eta_ms", "workload.mean_gap_s", "workload.ps_max") if c in df.columns]
 
 
+def _by(keys: list[str], df: pd.DataFrame) -> list[str]:
+    return [*keys, "seed"] if "seed" in df.columns else list(keys)
+
+
 def reductions(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Parrot's total JCT reduction vs Aalo and LCCF per setting (1 - parrot / other), and Parrot / LB."""
+    """Parrot's total JCT reduction vs Aalo and LCCF (%, 1 - parrot / other) and Parrot / LB, per setting
+    (``keys``) and seed."""
     rows = []
-    for key, g in df.groupby(keys):
+    by = _by(keys, df)
+    for key, g in df.groupby(by):
         t = g.set_index("policy")["total_jct_s"]
         if "parrot" not in t:
             continue
-        row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
+        row = dict(zip(by, key if isinstance(key, tuple) else (key,)))
         for other in ("aalo", "lccf"):
             if other in t:
                 row[f"parrot_vs_{other}_%"] = 100 * (1 - t["parrot"] / t[other])
@@ -141,14 +151,27 @@ def reductions(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def mean_ci(d: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Per setting (``keys``): every numeric column's mean over the seeds, and its 95 % CI half width
+    as ``COLUMN_ci95`` (NaN with one seed)."""
+    cols = [c for c in d.columns if c not in keys and c != "seed" and pd.api.types.is_numeric_dtype(d[c])]
+    g = d.groupby(keys, sort=False)
+    out = pd.DataFrame({k: v for c in cols
+                        for k, v in ((c, g[c].mean()), (f"{c}_ci95", g[c].agg(lambda x: ci95(x.to_numpy()))))})
+    return out.reset_index()
+
+
 def theta_table(d: pd.DataFrame) -> pd.DataFrame:
-    """Fig. 8: Parrot per theta_max against the one Aalo / LCCF run of the same link speed."""
+    """Fig. 8: Parrot per theta_max against the one Aalo / LCCF run of the same link speed (and seed)."""
     rows = []
-    for gbps, g in d.groupby("cluster.nic_gbps"):
+    for key, g in d.groupby(_by(["cluster.nic_gbps"], d)):
+        gbps = key[0] if isinstance(key, tuple) else key
         ref = g[~g["policy"].str.startswith("parrot")].set_index("policy")["total_jct_s"]
         for _, r in g[g["policy"].str.startswith("parrot")].iterrows():
             row = {"gbps": gbps, "theta_max": float(r["policy"].split("=")[1].rstrip("]")),
                    "parrot_total_jct_s": r["total_jct_s"]}
+            if "seed" in g.columns:
+                row["seed"] = r["seed"]
             for other in ("aalo", "lccf"):
                 if other in ref:
                     row[f"{other}_total_jct_s"] = ref[other]
@@ -161,52 +184,97 @@ def theta_table(d: pd.DataFrame) -> pd.DataFrame:
 def ours(df: pd.DataFrame, folder: Path) -> list[str]:
     df = _with_share(df, folder)
     keys = _keys(df)
-    cols = ["policy", *keys, "total_jct_s", "total_lower_bound_s", "ratio_to_lb", "frac_jct_lt_10s", "avg_cct_s",
-            "p95_cct_s"]
-    out = [md_table(df[[c for c in cols if c in df.columns]]), ""]
-    red = theta_table(df) if df["policy"].str.contains("theta_max").any() else reductions(df, keys)
+    cols = ["total_jct_s", "total_lower_bound_s", "ratio_to_lb", "frac_jct_lt_10s", "avg_cct_s", "p95_cct_s"]
+    seeds = df["seed"].nunique() if "seed" in df.columns else 1
+    table = mean_ci(df[["policy", *keys, *(["seed"] if "seed" in df.columns else []),
+                        *[c for c in cols if c in df.columns]]], ["policy", *keys])
+    if seeds < 2:  # one seed: no CI columns
+        table = table[[c for c in table.columns if not c.endswith("_ci95")]]
+    out = [f"Mean over {seeds} seed(s)" + (", each column's 95 % CI half width beside it (`_ci95`):" if seeds > 1
+                                           else ":"), "", md_table(table), ""]
+    if df["policy"].str.contains("theta_max").any():
+        red = theta_table(df)
+        red = mean_ci(red, ["gbps", "theta_max"]) if len(red) else red
+    else:
+        red = reductions(df, keys)
+        red = mean_ci(red, keys) if len(red) and keys else red
+    if seeds < 2 and len(red):
+        red = red[[c for c in red.columns if not c.endswith("_ci95")]]
     if len(red):
-        out += ["Parrot's reduction of total JCT (positive = Parrot better):", "", md_table(red), ""]
+        out += ["Parrot's reduction of total JCT (positive = Parrot better), mean over the seeds:", "",
+                md_table(red), ""]
     return out
 
 
 def _best_everywhere(others=("aalo", "lccf"), paper_max: dict | None = None):
-    """Parrot has the lowest total JCT at every setting; ours = the largest reductions."""
+    """Reproduced: at every setting Parrot's total JCT is below each of ``others``, its reduction above 0
+    over the 95 % CI of the seeds, and its largest mean reduction at least half the paper's
+    (``paper_max``, %); ours = the range of the mean reductions over the settings."""
     def check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
-        red = reductions(df, _keys(df))
-        cols = [f"parrot_vs_{o}_%" for o in others if f"parrot_vs_{o}_%" in red]
-        ours = "; ".join(f"vs {c.split('_')[2]}: {red[c].min():.1f} % .. {red[c].max():.1f} % lower" for c in cols)
-        worse = int((red[cols] <= 0).any(axis=1).sum())
-        if worse == 0:
-            if paper_max:
-                short = [f"{o} {red[f'parrot_vs_{o}_%'].max():.1f} % (paper {v} %)" for o, v in paper_max.items()
-                         if red[f"parrot_vs_{o}_%"].max() < v / 2]
-                if short:
-                    return ours, ("partly: Parrot best everywhere, but its largest reduction is below half the "
-                                  "paper's: " + ", ".join(short))
-            return ours, "reproduced"
-        return ours, f"not reproduced: Parrot is not the best at {worse} of {len(red)} settings"
+        keys = _keys(df)
+        m = mean_ci(reductions(df, keys), keys)
+        cols = [f"parrot_vs_{o}_%" for o in others if f"parrot_vs_{o}_%" in m]
+        ours = "; ".join(f"vs {c.split('_')[2]}: {m[c].min():.1f} % .. {m[c].max():.1f} % lower (mean over the seeds; "
+                         f"CI up to ± {m[c + '_ci95'].max():.1f} points)" if m[c + "_ci95"].notna().any() else
+                         f"vs {c.split('_')[2]}: {m[c].min():.1f} % .. {m[c].max():.1f} % lower" for c in cols)
+        if m[[c + "_ci95" for c in cols]].isna().any().any():
+            return ours, "partly: one seed, no confidence interval"
+        behind = sum(int((m[c] + m[c + "_ci95"] < 0).sum()) for c in cols)
+        unsure = int(pd.concat([m[c] - m[c + "_ci95"] <= 0 for c in cols], axis=1).any(axis=1).sum())
+        if unsure:
+            return ours, (f"not reproduced: Parrot not below {' and '.join(NAMES[o] for o in others)} over the "
+                          f"95 % CI at {unsure} of {len(m)} settings"
+                          + (f" (behind over the CI in {behind} comparison{'s' if behind > 1 else ''})" if behind else ""))
+        if paper_max:
+            short = [f"{o} {m[f'parrot_vs_{o}_%'].max():.1f} % (paper {v} %)" for o, v in paper_max.items()
+                     if m[f"parrot_vs_{o}_%"].max() < v / 2]
+            if short:
+                return ours, ("partly: Parrot best everywhere over the 95 % CI, but its largest reduction is below "
+                              "half the paper's: " + ", ".join(short))
+        return ours, "reproduced (over the 95 % CI of the seeds)"
     return check
 
 
 def _lb_check(limit: float):
+    """Reproduced: Parrot / LB at most ``limit`` at every setting, at the upper end of the 95 % CI."""
     def check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
-        r = df[df["policy"] == "parrot"]["ratio_to_lb"]
-        ours = f"Parrot {r.min():.2f}x .. {r.max():.2f}x LB"
-        return ours, "reproduced" if r.max() <= limit else f"not reproduced: above {limit}x LB"
+        keys = _keys(df)
+        d = df[df["policy"] == "parrot"]
+        m = mean_ci(d[[*keys, *(["seed"] if "seed" in d.columns else []), "ratio_to_lb"]], keys)
+        ours = f"Parrot {m['ratio_to_lb'].min():.2f}x .. {m['ratio_to_lb'].max():.2f}x LB (mean over the seeds)"
+        if m["ratio_to_lb_ci95"].isna().any():
+            return ours, "partly: one seed, no confidence interval"
+        top = (m["ratio_to_lb"] + m["ratio_to_lb_ci95"]).max()
+        if top <= limit:
+            return ours, "reproduced (over the 95 % CI of the seeds)"
+        return ours, f"not reproduced: up to {top:.2f}x LB at the CI's upper end, above {limit}x"
     return check
 
 
+#: Fig. 6 (10G): the paper's share of jobs with JCT < 10 s
+PAPER_SHARE = {"parrot": 0.783, "aalo": 0.483, "lccf": 0.083}
+
+
 def _share_check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
+    """Reproduced: at 10G the shares order Parrot > Aalo > LCCF over the 95 % CI of the per-seed
+    differences, and each mean share within 5 points of the paper's; partly: the order only."""
     d = _with_share(df, folder)
-    d = d[d["cluster.nic_gbps"] == 10.0].set_index("policy")["frac_jct_lt_10s"]
-    ours = ", ".join(f"{p} {100 * d[p]:.1f} %" for p in MAIN if p in d)
-    order = all(p in d for p in MAIN) and d["parrot"] > d["aalo"] > d["lccf"]
-    if not order:
-        return ours, "not reproduced: a different order"
-    off = max(abs(d["parrot"] - 0.783), abs(d["aalo"] - 0.483), abs(d["lccf"] - 0.083))
-    return ours, "reproduced (each share within 5 points)" if off <= 0.05 else \
-        f"partly: same order (Parrot > Aalo > LCCF), shares up to {100 * off:.0f} points off"
+    d = d[d["cluster.nic_gbps"] == 10.0]
+    wide = d.pivot_table(index="seed", columns="policy", values="frac_jct_lt_10s") if "seed" in d.columns else \
+        d.set_index("policy")[["frac_jct_lt_10s"]].T
+    ours = ", ".join(f"{p} {pm(100 * wide[p].mean(), 100 * ci95(wide[p].to_numpy()), '.1f', unit=' %')}"
+                     for p in MAIN if p in wide)
+    if not all(p in wide for p in MAIN):
+        return ours, "not reproduced: a scheme is missing"
+    gaps = [(wide["parrot"] - wide["aalo"]).to_numpy(), (wide["aalo"] - wide["lccf"]).to_numpy()]
+    if len(wide) < 2:
+        return ours, "partly: one seed, no confidence interval"
+    if not all(g.mean() - ci95(g) > 0 for g in gaps):
+        return ours, "not reproduced: not Parrot > Aalo > LCCF over the 95 % CI of the seeds"
+    off = max(abs(wide[p].mean() - v) for p, v in PAPER_SHARE.items())
+    return ours, ("reproduced (over the 95 % CI of the seeds; each share within 5 points)" if off <= 0.05 else
+                  f"partly: the paper's order (Parrot > Aalo > LCCF) over the 95 % CI, shares up to {100 * off:.0f} "
+                  "points off")
 
 
 FIGURES = [
