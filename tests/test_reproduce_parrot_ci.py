@@ -55,3 +55,21 @@ def test_share_of_short_jobs_over_the_ci(monkeypatch):
                                                  "shares up to 23 points off")
     tied = table({"parrot": [0.60, 0.40, 0.61], "aalo": [0.50, 0.47, 0.48], "lccf": [0.30, 0.32, 0.31]})
     assert parrot._share_check(tied, None)[1] == "not reproduced: not Parrot > Aalo > LCCF over the 95 % CI of the seeds"
+
+
+def test_every_claim_is_checked_under_each_reading():
+    check = parrot._per_reading(parrot._best_everywhere())
+    df = _fig5({"parrot": [200, 210, 205], "aalo": [250, 262, 255], "lccf": [300, 310, 305],
+                "parrot[global-factor]": [900, 950, 920], "aalo[residual-fill]": [150, 160, 155]})
+    ours, verdict = check(df, None)
+    assert verdict.startswith("reproduced (over the 95 % CI of the seeds) [other readings: parrot[global-factor]: "
+                              "not reproduced: Parrot not below Aalo and LCCF over the 95 % CI at 1 of 1 settings")
+    assert "aalo[residual-fill]: not reproduced: Parrot not below Aalo and LCCF" in verdict
+    assert "[parrot[global-factor]: vs aalo: -" in ours
+    lb = parrot._per_reading(parrot._lb_check(2.75), ("parrot",))(df, None)[1]
+    assert "parrot[global-factor]: not reproduced" in lb and "aalo[residual-fill]" not in lb
+    # the full figures run every reading as an extra line; --quick runs none
+    for fig in ("fig5", "fig9", "fig10"):
+        sweep = next(f for f in parrot.FIGURES if f.id == fig).sweep
+        assert set(parrot.READINGS) <= {line.label for line in sweep(False).policies}
+        assert not set(parrot.READINGS) & {line.label for line in sweep(True).policies}

@@ -53,6 +53,24 @@ class Figure:
     claims: tuple[Claim, ...] = ()
 
 
+def per_reading(check: Callable[[pd.DataFrame, Path], tuple[str, str]], readings: dict[str, str]):
+    """``check`` on the lines as run, then under every reading in ``readings`` (label -> the line it
+    stands in for: its rows are taken as that line's): the verdict is the first's, the others' follow
+    in brackets. A reading not in the table is left out."""
+    def run(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
+        plain = df[~df["policy"].isin(list(readings))]
+        ours, verdict = check(plain, folder)
+        others = []
+        for label, base in readings.items():
+            if label in set(df["policy"]):
+                d = df[(df["policy"] != base) & ~df["policy"].isin([r for r in readings if r != label])]
+                o, v = check(d.replace({"policy": {label: base}}), folder)
+                ours += f" [{label}: {o}]"
+                others.append(f"{label}: {v}")
+        return ours, verdict + (f" [other readings: {'; '.join(others)}]" if others else "")
+    return run
+
+
 def run_seeds(full: list[int], quick: bool) -> list[int]:
     """The seeds a figure runs: all of ``full``, or its first only for ``--quick`` (a smoke test)."""
     return list(full[:1]) if quick else list(full)
