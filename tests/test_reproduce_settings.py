@@ -1,0 +1,132 @@
+"""A full reproduction runs the setting docs/results.md says it runs.
+
+Each case builds a figure's full-mode sweep, reads its cluster, job counts, grid and seeds from the
+cells, writes them the way the results page writes them, and looks for that text in the page's row
+(or the paper's "Setting throughout" paragraph) under "At the papers' scale". A sweep changed without
+the page (or the page without the sweep) fails here.
+"""
+
+from pathlib import Path
+
+import pytest
+
+from raytestbed.config import REPO_ROOT, parse_trial
+from raytestbed.experiments.papers import asrpt, gavel, parrot, sjfbco
+
+PAGE = (REPO_ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+
+
+def _section(paper: str) -> str:
+    """The paper's part of "At the papers' scale" (up to the next heading)."""
+    scale = PAGE[PAGE.index("## At the papers' scale"):PAGE.index("## Appendix")]
+    start = scale.index(f"### {paper}")
+    end = scale.find("\n### ", start + 1)
+    return scale[start:end if end > 0 else None]
+
+
+def _row(paper: str, prefix: str) -> str:
+    rows = [line for line in _section(paper).splitlines() if line.startswith(f"| {prefix}")]
+    assert len(rows) == 1, f"{paper}: {len(rows)} rows start with {prefix!r}"
+    return rows[0]
+
+
+def _cells(fig_sweep):
+    return fig_sweep(False).cells()
+
+
+def _cluster(cell):
+    return parse_trial(cell.data, "setting", Path(cell.path)).cluster_config.build()
+
+
+def _seeds(cells) -> str:
+    s = sorted({c.seed for c in cells})
+    assert s == list(range(s[0], s[-1] + 1))
+    return f"seeds {s[0]}–{s[-1]}"
+
+
+def _axis(cells, name: str) -> list:
+    return sorted({dict(c.point)[name] for c in cells})
+
+
+def _join(values, fmt: str = "") -> str:
+    text = [f"{v:{fmt}}" for v in values]
+    return ", ".join(text[:-1]) + " and " + text[-1] if len(text) > 1 else text[0]
+
+
+def _homogeneous(cell) -> str:
+    cl = _cluster(cell)
+    gpus = {s.gpus for s in cl.servers}
+    assert len(gpus) == 1
+    return f"{len(cl.servers)} × {gpus.pop()} GPUs"
+
+
+def test_asrpt_fig6_runs_the_setting_of_its_row():
+    cells = _cells(asrpt.jobs_sweep)
+    row = _row("A-SRPT", "Fig. 6 at the paper's four job counts")
+    wl = cells[0].data["workload"]
+    for text in (_homogeneous(cells[0]), f"{_join(_axis(cells, 'jobs'), ',')} consecutive AAIC jobs",
+                 f"{wl['history_jobs']:,} trace jobs before each set as history", _seeds(cells)):
+        assert text in row, text
+    assert len(cells) == 4 * (len(asrpt.POLICIES) + len(asrpt.READINGS)) * 5
+
+
+def test_asrpt_load_axis_runs_the_setting_of_its_row():
+    cells = _cells(asrpt.load_sweep)
+    row = _row("A-SRPT", "Load axis (our addition: the paper gives no load), AAIC")
+    wl = cells[0].data["workload"]
+    for text in (f"{_homogeneous(cells[0])}, {wl['jobs']:,} jobs", f"{wl['history_jobs']:,} history jobs",
+                 f"offered load {_join(_axis(cells, 'workload.offered_load'))}", _seeds(cells)):
+        assert text in row, text
+
+
+def test_sjfbco_figures_run_the_setting_of_their_rows():
+    cells = {f.id: _cells(f.sweep) for f in sjfbco.FIGURES}
+    cl = _cluster(cells["fig4"][0])
+    sizes = "/".join(str(g) for g in sorted({s.gpus for s in cl.servers}))
+    assert f"{len(cl.servers)} servers of {sizes} GPUs, {cl.total_gpus} GPUs" in _section("SJF-BCO")
+    kappa = _axis(cells["fig5"], "policy_params.sjf-bco.kappa")
+    servers = _axis(cells["fig6"], "servers")
+    lam = _axis(cells["fig7"], "policy_params.sjf-bco.lam")
+    expected = {"Fig. 4": f"Fig. 4, {_seeds(cells['fig4'])}",
+                "Fig. 5": f"κ = {kappa[0]} … {kappa[-1]}, {_seeds(cells['fig5'])}",
+                "Fig. 6": f"{servers[0]} → {servers[-1]} servers, {_seeds(cells['fig6'])}",
+                "Fig. 7": f"κ = 1, {_seeds(cells['fig7'])}"}
+    for prefix, text in expected.items():
+        assert text in _row("SJF-BCO", prefix), text
+    assert f"(λ = {', '.join(f'{v:g}' for v in lam)})" in _row("SJF-BCO", "Fig. 7")
+
+
+def test_parrot_figures_run_the_setting_of_their_rows():
+    cells = {f.id: _cells(f.sweep) for f in parrot.FIGURES}
+    assert f"{len(_cluster(cells['fig5'][0]).servers)} servers" in _section("Parrot")
+    for fig, prefix in (("fig5", "Fig. 5, scale"), ("fig9", "Fig. 9:"), ("fig10", "Fig. 10:")):
+        wl = cells[fig][0].data["workload"]
+        assert f"scale {wl['iteration_scale']:g}" in _row("Parrot", prefix) and _seeds(cells[fig]) in _row("Parrot", prefix)
+    mus = ", ".join(str(v) for v in _axis(cells["fig9"], "workload.mean_gap_s"))
+    assert f"{cells['fig9'][0].data['workload']['jobs']} jobs" in _row("Parrot", "Fig. 9:")
+    assert f"μ = {mus} s" in _row("Parrot", "Fig. 9:")
+    deltas = ", ".join(str(v) for v in _axis(cells["fig10"], "workload.ps_max"))
+    assert f"Δ = {deltas}" in _row("Parrot", "Fig. 10:")
+    assert {p.label for p in parrot.fig5_sweep(False).policies} >= set(parrot.SCHEMES) | set(parrot.READINGS)
+
+
+def test_gavel_full_figures_run_the_setting_of_their_rows():
+    cl = _cluster(_cells(gavel.FIGURES[0].sweep)[0])
+    counts = {}
+    for s in cl.servers:
+        counts[s.gpu_type] = counts.get(s.gpu_type, 0) + s.gpus
+    cluster = " + ".join(f"{n} {t.upper()}" for t, n in counts.items())
+    assert cluster in _section("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)")
+    row = _row("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)", "Figs. 8 and 9 in full")
+    for fig in gavel.FIGURES[:2]:
+        cells = _cells(fig.sweep)
+        text = f"{len(_axis(cells, 'rate_per_hour'))} rates, {len({c.seed for c in cells})} seeds each"
+        assert text in row, text
+
+
+@pytest.mark.parametrize("prefix", ["Fig. 6 at the paper's four job counts"])
+def test_a_changed_sweep_would_fail(prefix, monkeypatch):
+    """The check can fail: a sweep of other job counts no longer matches the row."""
+    monkeypatch.setattr(asrpt, "_sizes", lambda quick, real=asrpt._sizes: {**real(quick), "jobs": [1_000, 2_000]})
+    with pytest.raises(AssertionError):
+        test_asrpt_fig6_runs_the_setting_of_its_row()
