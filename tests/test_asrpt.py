@@ -419,3 +419,18 @@ def test_calibration_factor_equals_the_median_over_its_pools():
             q = plain(0, 0.0, 1, 1)
             q.model = m  # type: ignore[misc]
             assert cal.factor(q) == reference(m)
+
+
+@pytest.mark.parametrize("name", BASELINES)
+def test_baselines_server_choice_readings(name):
+    """``servers: most`` (default) consolidates every job onto the servers with the most free GPUs;
+    ``servers: asrpt`` is A-SRPT's L12 / L22 choice: a comm-light job packs onto the fullest server."""
+    c = small_cluster(servers=2, gpus=4)
+    jobs = [plain(0, 0.0, 3, 100), plain(1, 1.0, 1, 5)]  # after job 0: server 0 has 1 free GPU, server 1 has 4
+    assert run(make_policy(name), jobs, c)[1].placement == "s0:1x1"  # stage 0 on server 1, 1 GPU
+    assert run(make_policy(name, servers="asrpt"), jobs, c)[1].placement == "s0:0x1"
+    # a comm-heavy job (alpha^max / alpha~min >= 1.5) still takes the servers with the most free GPUs
+    hv = [plain(0, 0.0, 3, 100), heavy(1, 1.0, 2, 5)]
+    assert run(make_policy(name, servers="asrpt"), hv, c)[1].placement == "s0:1x2"
+    with pytest.raises(ConfigError, match="servers: 'best' is not one of most, asrpt"):
+        make_policy(name, servers="best")

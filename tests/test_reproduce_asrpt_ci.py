@@ -94,5 +94,17 @@ def test_fig6_verdict_under_every_reading():
     assert verdict == ("reproduced (over the 95 % CI of the seeds) [other readings: asrpt[tau=0]: not reproduced: "
                        "the best baseline's total JCT is below A-SRPT's over the 95 % CI at 1000]")
     assert "[asrpt[tau=0]: 1000: -20.0 ± " in ours
-    assert [p.label for p in asrpt.jobs_sweep(False).policies][-1] == "asrpt[tau=0]"
-    assert asrpt.jobs_sweep(False).policies[-1].params == {"tau": 0.0}
+    lines = {p.label: p for p in asrpt.jobs_sweep(False).policies}
+    assert lines["asrpt[tau=0]"].params == {"tau": 0.0} and lines["asrpt[tau=0]"].pair == "asrpt"
+    for b in asrpt.BASELINES:
+        assert lines[f"{b}[servers=asrpt]"].params == {"servers": "asrpt"} and lines[f"{b}[servers=asrpt]"].pair == b
+
+
+def test_a_reading_of_the_baselines_replaces_all_five():
+    check = asrpt._per_reading(asrpt._range_check("jobs", 31, 91))
+    # as run, A-SRPT (60) is below every baseline (100 .. 300); with A-SRPT's server choice SPWF drops to 50
+    seeds = [{**_seed(60 + i), **{f"{b}[servers=asrpt]": 150.0 + i for b in asrpt.BASELINES},
+              "spwf[servers=asrpt]": 50.0 + i} for i in range(3)]
+    verdict = check(_table({1000: seeds}), None)[1]
+    assert verdict.startswith("reproduced (over the 95 % CI of the seeds) [other readings: baselines[servers=asrpt]: "
+                              "not reproduced: the best baseline's total JCT is below A-SRPT's over the 95 % CI at 1000")

@@ -67,7 +67,9 @@ def test_asrpt_fig6_runs_the_setting_of_its_row():
     for text in (_homogeneous(cells[0]), f"{_join(_axis(cells, 'jobs'), ',')} consecutive AAIC jobs",
                  f"{wl['history_jobs']:,} trace jobs before each set as history", _seeds(cells)):
         assert text in row, text
-    assert len(cells) == 4 * (len(asrpt.POLICIES) + len(asrpt.READINGS)) * 5
+    assert len(cells) == 4 * (len(asrpt.POLICIES) + len(asrpt.READING_LINES)) * 5
+    for reading in asrpt.READINGS:
+        assert f"`{reading}`" in row, reading
 
 
 def test_asrpt_load_axis_runs_the_setting_of_its_row():

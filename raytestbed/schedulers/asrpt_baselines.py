@@ -12,7 +12,11 @@ Ties: arrival time, then job id. Predictions are made once, at arrival, by the
 same online predictor as A-SRPT (random forest by default, refitted every
 ``retrain_every`` completions; an unseen group is predicted 0). GPUs come from
 the servers with the most free GPUs (consolidating), mapped by Heavy-Edge, no
-delay. Non-preemptive, gang. Each prediction is kept in ``predictions``
+delay (``servers: most``; the paper does not say how its baselines choose servers).
+``servers: asrpt`` is the other reading: A-SRPT's own choice without its delay
+(Algorithm 1 L12 / L22): a comm-heavy job (alpha^max / alpha~min >= ``comm_heavy``)
+from the servers with the most free GPUs, any other from those with the fewest.
+Non-preemptive, gang. Each prediction is kept in ``predictions``
 (``jobs.csv``'s ``predicted_iterations``); ``wcs-subtime`` predicts nothing, so its
 column stays empty.
 """
@@ -26,7 +30,8 @@ from typing import Any
 
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.state import ClusterView, FreePool
-from raytestbed.placement.select import AsrptEstimator, most_available
+from raytestbed.errors import ConfigError
+from raytestbed.placement.select import AsrptEstimator, least_available, most_available
 from raytestbed.predict.iterations import DAY_S, OnlinePredictor
 from raytestbed.core.events import Decision, Event, JobArrived, JobFailed, JobFinished, StartJob
 from raytestbed.core.policy import Policy
@@ -45,7 +50,13 @@ class PredictedQueuePolicy(Policy):
         retrain_every_s: the refit period when ``retrain_every`` is None, seconds (default one
             day: the paper retrains "hourly/daily", §IV-C-3).
         history: (group, user, iterations) rows fitted before the first job.
+        servers: how a job's servers are chosen: ``most`` (default: the most free GPUs first) or
+            ``asrpt`` (A-SRPT's L12 / L22 rule without its delay, see the module docstring).
+        comm_heavy: with ``servers: asrpt``, A-SRPT's COMM_HEAVY threshold (paper: 1.5).
     """
+
+    #: the readings of the baselines' server choice (``servers``)
+    SERVER_CHOICES = ("most", "asrpt")
 
     role = "placement"
     needs_identical_servers = "A-SRPT's baselines place with A-SRPT's estimates, which use g, the GPUs of every server"
@@ -53,8 +64,16 @@ class PredictedQueuePolicy(Policy):
     uses_prediction = True
 
     def __init__(self, seed: int = 0, predictor: str = "rf", retrain_every: int | None = None,
-                 history: Sequence[Sequence[Any]] = (), retrain_every_s: float = DAY_S) -> None:
+                 history: Sequence[Sequence[Any]] = (), retrain_every_s: float = DAY_S, servers: str = "most",
+                 comm_heavy: float = 1.5) -> None:
         super().__init__(seed)
+        if servers not in self.SERVER_CHOICES:
+            raise ConfigError(f"policy_params.{self.name}.servers: {servers!r} is not one of "
+                              f"{', '.join(self.SERVER_CHOICES)}")
+        if not comm_heavy > 0:
+            raise ConfigError(f"policy_params.{self.name}.comm_heavy: must be > 0, got {comm_heavy!r}")
+        self.servers = servers
+        self.comm_heavy = float(comm_heavy)
         self.predictor = OnlinePredictor.for_policy(self.name, predictor, retrain_every, retrain_every_s, seed, history)
         self.predictor_kind = predictor
         self.retrain_every = self.predictor.retrain_every
@@ -96,6 +115,14 @@ class PredictedQueuePolicy(Policy):
             bisect.insort(self._queue, (self._keys[job.job_id], job.arrival_s, job.job_id))
         return self._schedule(view)
 
+    def _select(self, job: Job, pool: FreePool) -> list[tuple[int, int]]:
+        """(server, GPUs) for ``job`` by the ``servers`` reading."""
+        if self.servers == "asrpt":
+            a_min, a_max = self._est.bounds(job)
+            if a_max / a_min < self.comm_heavy:
+                return least_available(pool.free_count, job.gpus)
+        return most_available(pool.free_count, job.gpus)
+
     def _schedule(self, view: ClusterView) -> list[Decision]:
         out: list[Decision] = []
         if not self._queue or view.total_free == 0:
@@ -113,7 +140,7 @@ class PredictedQueuePolicy(Policy):
                     kept.extend(self._queue[i + 1:])
                     break
                 continue
-            sel = most_available(pool.free_count, job.gpus)
+            sel = self._select(job, pool)
             ps: list[int] = []
             if job.comm is CommPattern.PS:
                 ps = random_ps_servers(job, [m for m, _ in sel], view.cluster.num_servers, self._rng)

@@ -53,20 +53,23 @@ class Figure:
     claims: tuple[Claim, ...] = ()
 
 
-def per_reading(check: Callable[[pd.DataFrame, Path], tuple[str, str]], readings: dict[str, str]):
-    """``check`` on the lines as run, then under every reading in ``readings`` (label -> the line it
-    stands in for: its rows are taken as that line's): the verdict is the first's, the others' follow
-    in brackets. A reading not in the table is left out."""
+def per_reading(check: Callable[[pd.DataFrame, Path], tuple[str, str]], readings: dict[str, dict[str, str]]):
+    """``check`` on the lines as run, then under every reading in ``readings`` (name -> {line label: the
+    line it stands in for}: those rows are taken as that line's): the verdict is the first's, the others'
+    follow in brackets. A reading whose lines are not all in the table is left out."""
+    extra = {label for lines in readings.values() for label in lines}
+
     def run(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
-        plain = df[~df["policy"].isin(list(readings))]
-        ours, verdict = check(plain, folder)
+        ran = set(df["policy"])
+        ours, verdict = check(df[~df["policy"].isin(extra)], folder)
         others = []
-        for label, base in readings.items():
-            if label in set(df["policy"]):
-                d = df[(df["policy"] != base) & ~df["policy"].isin([r for r in readings if r != label])]
-                o, v = check(d.replace({"policy": {label: base}}), folder)
-                ours += f" [{label}: {o}]"
-                others.append(f"{label}: {v}")
+        for name, lines in readings.items():
+            if not set(lines) <= ran:
+                continue
+            d = df[~df["policy"].isin(set(lines.values()) | (extra - set(lines)))]
+            o, v = check(d.replace({"policy": lines}), folder)
+            ours += f" [{name}: {o}]"
+            others.append(f"{name}: {v}")
         return ours, verdict + (f" [other readings: {'; '.join(others)}]" if others else "")
     return run
 

@@ -72,7 +72,7 @@ def _readings() -> list[PolicySpec]:
 def _per_reading(check, schemes: tuple[str, ...] = ("parrot", "aalo")):
     """``check`` as run, then with each reading of :data:`READINGS` for one of ``schemes`` (the schemes the
     claim reads) in the place of its scheme."""
-    return per_reading(check, {label: base for label, (base, _) in READINGS.items() if base in schemes})
+    return per_reading(check, {label: {label: base} for label, (base, _) in READINGS.items() if base in schemes})
 
 
 def _scale(quick: bool) -> float:
