@@ -132,3 +132,13 @@ def test_a_changed_sweep_would_fail(prefix, monkeypatch):
     monkeypatch.setattr(asrpt, "_sizes", lambda quick, real=asrpt._sizes: {**real(quick), "jobs": [1_000, 2_000]})
     with pytest.raises(AssertionError):
         test_asrpt_fig6_runs_the_setting_of_its_row()
+
+
+def test_asrpt_google_load_axis_runs_the_setting_of_its_row():
+    cells = _cells(lambda quick: asrpt.load_sweep(quick, "google"))
+    row = _row("A-SRPT", "Load axis (our addition), Google 2011")
+    wl = cells[0].data["workload"]
+    assert wl["kind"] == "google" and wl["gpus_from"] == "aaic"
+    for text in (f"{_homogeneous(cells[0])}, {wl['jobs']:,} jobs", f"{wl['history_jobs']:,} history jobs",
+                 f"offered load {_join(_axis(cells, 'workload.offered_load'))}", _seeds(cells)):
+        assert text in row, text
