@@ -142,3 +142,21 @@ def test_asrpt_google_load_axis_runs_the_setting_of_its_row():
     for text in (f"{_homogeneous(cells[0])}, {wl['jobs']:,} jobs", f"{wl['history_jobs']:,} history jobs",
                  f"offered load {_join(_axis(cells, 'workload.offered_load'))}", _seeds(cells)):
         assert text in row, text
+
+
+def test_gadget_figures_run_the_setting_of_their_rows():
+    from raytestbed.experiments.papers import gadget
+
+    figs = {f.id: f for f in gadget.figures()}
+    cells = {k: _cells(f.sweep) for k, f in figs.items() if f.sweep is not None}
+    cl = _cluster(cells["fig4"][0])
+    section = _section("GADGET")
+    assert f"{len(cl.servers)} servers, {cl.total_gpus} GPUs, {len(cl.racks)} racks" in section
+    wl = cells["fig4"][0].data["workload"]
+    assert f"T = {wl['slots']}\nslots of {wl['slot_s']:g} s" in section
+    row = _row("GADGET", "Fig. 4 with Poisson arrivals")
+    counts = " / ".join(str(n) for n in _axis(cells["fig4"], "workload.jobs"))
+    assert f"{counts} jobs, {_seeds(cells['fig4'])}" in row and _seeds(cells["fig4-literal"]) in row
+    assert {c.data["workload"]["budget_mode"] for c in cells["fig4-literal"]} == {"literal"}
+    n = cells["fig5"][0].data["workload"]
+    assert f"Figs. 5–6, {n['jobs']} jobs over T = {n['slots']} slots, {_seeds(cells['fig5'])}" in _row("GADGET", "Figs. 5–6")
