@@ -160,3 +160,13 @@ def test_gadget_figures_run_the_setting_of_their_rows():
     assert {c.data["workload"]["budget_mode"] for c in cells["fig4-literal"]} == {"literal"}
     n = cells["fig5"][0].data["workload"]
     assert f"Figs. 5–6, {n['jobs']} jobs over T = {n['slots']} slots, {_seeds(cells['fig5'])}" in _row("GADGET", "Figs. 5–6")
+
+
+def test_asrpt_fig9_runs_the_setting_of_its_row():
+    cells = _cells(asrpt.predictor_sweep)
+    row = _row("A-SRPT", "Fig. 9: predictors, AAIC")
+    wl = cells[0].data["workload"]
+    for text in (f"{_homogeneous(cells[0])}, {wl['jobs']:,} jobs", f"{wl['history_jobs']:,} history jobs",
+                 f"offered load {wl['offered_load']}", _seeds(cells)):
+        assert text in row, text
+    assert {"asrpt", "asrpt-perfect", "asrpt[median]", "asrpt[mean]"} <= {c.policy for c in cells}
