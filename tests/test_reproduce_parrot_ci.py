@@ -13,7 +13,8 @@ def _fig5(jcts: dict, lb: float = 100.0) -> pd.DataFrame:
 
 def test_full_runs_have_five_seeds_and_quick_one():
     for fig in parrot.FIGURES:
-        assert fig.sweep(False).seeds == [1, 2, 3, 4, 5] and fig.sweep(True).seeds == [1], fig.id
+        full = [1] if fig.id == "fb" else [1, 2, 3, 4, 5]  # the Facebook benchmark has no randomness
+        assert fig.sweep(False).seeds == full and fig.sweep(True).seeds == [1], fig.id
 
 
 def test_best_everywhere_over_the_ci():
