@@ -64,20 +64,28 @@ def ci95(values: np.ndarray) -> float:
     return float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
 
 
-def aggregate(df: pd.DataFrame, axes: list[str], metrics: list[str]) -> pd.DataFrame:
-    """Mean and 95 % CI over seeds of each metric, per trial x grid point x policy (sweep order kept)."""
-    keys = ["trial", *axes, "policy"]
-    metrics = [m for m in metrics if m in df.columns and pd.to_numeric(df[m], errors="coerce").notna().any()]
+def mean_ci(df: pd.DataFrame, keys: list[str], metrics: list[str], mean_suffix: str = "",
+            seeds: bool = False) -> pd.DataFrame:
+    """Per group of ``keys`` (first-seen order): each metric's mean over the rows (the seeds) as
+    ``METRIC + mean_suffix`` and the half width of its 95 % CI as ``METRIC_ci95`` (NaN for one row);
+    ``seeds``: also the number of distinct seeds, after the keys. Non-numbers count as missing."""
     rows = []
     for key, g in df.groupby(keys, sort=False, dropna=False):
         row = dict(zip(keys, key if isinstance(key, tuple) else (key,)))
-        row["seeds"] = int(g["seed"].nunique())
+        if seeds:
+            row["seeds"] = int(g["seed"].nunique())
         for m in metrics:
             v = pd.to_numeric(g[m], errors="coerce").to_numpy(dtype=float)
-            row[f"{m}_mean"] = float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
+            row[f"{m}{mean_suffix}"] = float(np.nanmean(v)) if np.isfinite(v).any() else math.nan
             row[f"{m}_ci95"] = ci95(v)
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def aggregate(df: pd.DataFrame, axes: list[str], metrics: list[str]) -> pd.DataFrame:
+    """Mean and 95 % CI over seeds of each metric, per trial x grid point x policy (sweep order kept)."""
+    metrics = [m for m in metrics if m in df.columns and pd.to_numeric(df[m], errors="coerce").notna().any()]
+    return mean_ci(df, ["trial", *axes, "policy"], metrics, mean_suffix="_mean", seeds=True)
 
 
 def plot_metric(agg: pd.DataFrame, trial: str, axis: str, axes: list[str], metric: str, path: Path,

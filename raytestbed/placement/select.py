@@ -100,6 +100,13 @@ class AsrptEstimator:
             self._bounds[key] = b
         return b
 
+    def comm_heavy(self, job: Job, threshold: float) -> bool:
+        """A-SRPT's comm-heavy flag (Algorithm 1 L8): alpha^max_i / alpha~min_i >= ``threshold`` (COMM_HEAVY,
+        paper 1.5). A comm-heavy job takes the servers with the most free GPUs, any other those with the
+        fewest (L12 / L22)."""
+        a_min, a_max = self.bounds(job)
+        return a_max / a_min >= threshold
+
     def place(self, job: Job, pool: FreePool, selection: Sequence[tuple[int, int]],
               ps_servers: Sequence[int] = ()) -> Placement:
         """Take the selected GPUs from ``pool`` and map the replicas onto them with Heavy-Edge."""

@@ -320,7 +320,7 @@ class AsrptPolicy(Policy):
             a_min, a_max = a_min * f, a_max * f
         n_pred = self.predictor.predict(job, t)
         self.predictions[job.job_id] = n_pred
-        info = _JobInfo(n_pred, a_min, a_max, a_max / a_min >= self.comm_heavy,
+        info = _JobInfo(n_pred, a_min, a_max, est.comm_heavy(job, self.comm_heavy),
                         job.gpus / self._G * n_pred * a_min, a_min_model)
         self._info[job.job_id] = info
         self._jobs[job.job_id] = job

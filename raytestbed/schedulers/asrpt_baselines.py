@@ -117,10 +117,8 @@ class PredictedQueuePolicy(Policy):
 
     def _select(self, job: Job, pool: FreePool) -> list[tuple[int, int]]:
         """(server, GPUs) for ``job`` by the ``servers`` reading."""
-        if self.servers == "asrpt":
-            a_min, a_max = self._est.bounds(job)
-            if a_max / a_min < self.comm_heavy:
-                return least_available(pool.free_count, job.gpus)
+        if self.servers == "asrpt" and not self._est.comm_heavy(job, self.comm_heavy):
+            return least_available(pool.free_count, job.gpus)
         return most_available(pool.free_count, job.gpus)
 
     def _schedule(self, view: ClusterView) -> list[Decision]:

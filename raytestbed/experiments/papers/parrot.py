@@ -30,6 +30,7 @@ import pandas as pd
 from raytestbed.config import parse_trial
 from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, per_reading, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
+from raytestbed.experiments import tables
 from raytestbed.experiments.tables import ci95, pm
 from raytestbed.results.tables import md_table
 
@@ -153,15 +154,11 @@ def _keys(df: pd.DataFrame) -> list[str]:
     return [c for c in ("cluster.nic_gbps", "eta_ms", "workload.mean_gap_s", "workload.ps_max") if c in df.columns]
 
 
-def _by(keys: list[str], df: pd.DataFrame) -> list[str]:
-    return [*keys, "seed"] if "seed" in df.columns else list(keys)
-
-
 def reductions(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Parrot's total JCT reduction vs Aalo and LCCF (%, 1 - parrot / other) and Parrot / LB, per setting
     (``keys``) and seed."""
     rows = []
-    by = _by(keys, df)
+    by = [*keys, "seed"]
     for key, g in df.groupby(by):
         t = g.set_index("policy")["total_jct_s"]
         if "parrot" not in t:
@@ -179,23 +176,17 @@ def mean_ci(d: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """Per setting (``keys``): every numeric column's mean over the seeds, and its 95 % CI half width
     as ``COLUMN_ci95`` (NaN with one seed)."""
     cols = [c for c in d.columns if c not in keys and c != "seed" and pd.api.types.is_numeric_dtype(d[c])]
-    g = d.groupby(keys, sort=False)
-    out = pd.DataFrame({k: v for c in cols
-                        for k, v in ((c, g[c].mean()), (f"{c}_ci95", g[c].agg(lambda x: ci95(x.to_numpy()))))})
-    return out.reset_index()
+    return tables.mean_ci(d, keys, cols)
 
 
 def theta_table(d: pd.DataFrame) -> pd.DataFrame:
     """Fig. 8: Parrot per theta_max against the one Aalo / LCCF run of the same link speed (and seed)."""
     rows = []
-    for key, g in d.groupby(_by(["cluster.nic_gbps"], d)):
-        gbps = key[0] if isinstance(key, tuple) else key
+    for (gbps, seed), g in d.groupby(["cluster.nic_gbps", "seed"]):
         ref = g[~g["policy"].str.startswith("parrot")].set_index("policy")["total_jct_s"]
         for _, r in g[g["policy"].str.startswith("parrot")].iterrows():
             row = {"gbps": gbps, "theta_max": float(r["policy"].split("=")[1].rstrip("]")),
-                   "parrot_total_jct_s": r["total_jct_s"]}
-            if "seed" in g.columns:
-                row["seed"] = r["seed"]
+                   "parrot_total_jct_s": r["total_jct_s"], "seed": seed}
             for other in ("aalo", "lccf"):
                 if other in ref:
                     row[f"{other}_total_jct_s"] = ref[other]
@@ -209,8 +200,8 @@ def ours(df: pd.DataFrame, folder: Path) -> list[str]:
     df = _with_share(df, folder)
     keys = _keys(df)
     cols = ["total_jct_s", "total_lower_bound_s", "ratio_to_lb", "frac_jct_lt_10s", "avg_cct_s", "p95_cct_s"]
-    seeds = df["seed"].nunique() if "seed" in df.columns else 1
-    table = mean_ci(df[["policy", *keys, *(["seed"] if "seed" in df.columns else []),
+    seeds = df["seed"].nunique()
+    table = mean_ci(df[["policy", *keys, "seed",
                         *[c for c in cols if c in df.columns]]], ["policy", *keys])
     if seeds < 2:  # one seed: no CI columns
         table = table[[c for c in table.columns if not c.endswith("_ci95")]]
@@ -264,7 +255,7 @@ def _lb_check(limit: float):
     def check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
         keys = _keys(df)
         d = df[df["policy"] == "parrot"]
-        m = mean_ci(d[[*keys, *(["seed"] if "seed" in d.columns else []), "ratio_to_lb"]], keys)
+        m = mean_ci(d[[*keys, "seed", "ratio_to_lb"]], keys)
         ours = f"Parrot {m['ratio_to_lb'].min():.2f}x .. {m['ratio_to_lb'].max():.2f}x LB (mean over the seeds)"
         if m["ratio_to_lb_ci95"].isna().any():
             return ours, "partly: one seed, no confidence interval"
@@ -284,8 +275,7 @@ def _share_check(df: pd.DataFrame, folder: Path) -> tuple[str, str]:
     differences, and each mean share within 5 points of the paper's; partly: the order only."""
     d = _with_share(df, folder)
     d = d[d["cluster.nic_gbps"] == 10.0]
-    wide = d.pivot_table(index="seed", columns="policy", values="frac_jct_lt_10s") if "seed" in d.columns else \
-        d.set_index("policy")[["frac_jct_lt_10s"]].T
+    wide = d.pivot_table(index="seed", columns="policy", values="frac_jct_lt_10s")
     ours = ", ".join(f"{p} {pm(100 * wide[p].mean(), 100 * ci95(wide[p].to_numpy()), '.1f', unit=' %')}"
                      for p in MAIN if p in wide)
     if not all(p in wide for p in MAIN):
