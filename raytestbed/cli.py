@@ -240,8 +240,11 @@ def _cmd_profile(args) -> int:
             raise RaytestbedError(f"--stages {args.stages!r}: give start layer indices, e.g. 0,3,6") from None
     if args.threads < 1:
         raise RaytestbedError("--threads must be >= 1")
+    if args.max_seconds is not None and not args.max_seconds >= 0:
+        raise RaytestbedError(f"--max-seconds {args.max_seconds}: give seconds >= 0")
     print(f"profiling {args.model} on {args.device}: {args.warmup} warm-up + {args.repeats} measured runs", flush=True)
-    prof = profile_model(model, args.batch_size, args.warmup, args.repeats, args.threads, device=args.device)
+    limit = {} if args.max_seconds is None else {"max_time_s": args.max_seconds}
+    prof = profile_model(model, args.batch_size, args.warmup, args.repeats, args.threads, device=args.device, **limit)
     if bounds is not None:
         stages = prof.stage_profiles(bounds)
     else:
@@ -257,7 +260,8 @@ def _cmd_profile(args) -> int:
     m = prof.measurement
     load = max((x for x in m["load_per_core"] if x is not None), default=None)
     print(f"device: {prof.device}, torch {m['torch']}, {m['method']}; iteration "
-          f"{prof.total_compute_s * 1e3:.2f} ms, spread {m['spread']:.1%} (IQR/median of {m['repeats']})"
+          f"{prof.total_compute_s * 1e3:.2f} ms, spread {m['spread']:.1%} (IQR/median; {m['iterations']} "
+          f"iterations)"
           + (f", host load {load:.2f} per core" if load is not None else ""))
     for w in m["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
@@ -414,7 +418,11 @@ def build_parser() -> argparse.ArgumentParser:
     pf.add_argument("--out", help="profile JSON to write (format: raytestbed/core/profile.py)")
     pf.add_argument("--stages", help="print per-stage totals for these start layers, e.g. 0,2,4")
     pf.add_argument("--batch-size", type=int, help="mini-batch size (default: the preset's)")
-    pf.add_argument("--repeats", type=int, default=21, help="measured runs (median)")
+    pf.add_argument("--repeats", type=int, default=21, help="measured runs (median): at least this many iterations, "
+                    "and more until every pass has this many runs no context switch went cold (see --max-seconds)")
+    pf.add_argument("--max-seconds", type=float, default=None,
+                    help="stop adding iterations for more warm runs once the measured passes took this long "
+                    "(seconds; default 10)")
     pf.add_argument("--warmup", type=int, default=3, help="unmeasured warm-up runs")
     pf.add_argument("--device", choices=["cpu", "cuda", "auto"], default="cpu",
                     help="cpu: thread CPU time; cuda: CUDA event time (measured on the CPU, with a warning, when "

@@ -10,8 +10,9 @@ import pytest
 from raytestbed.cli import main
 from raytestbed.core.profile import ModelProfile
 from raytestbed.models import build_model
-from raytestbed.profile.profiler import profile_model, spread
-from raytestbed.profile.timers import CudaEventTimer, ThreadCpuTimer, make_timer
+from raytestbed.profile import profiler
+from raytestbed.profile.profiler import _select, _warm, profile_model, spread
+from raytestbed.profile.timers import CudaEventTimer, ThreadCpuTimer, TimerChoice, make_timer
 
 
 class FakeEvent:
@@ -40,8 +41,7 @@ def test_cuda_event_timer_arithmetic_ms_to_seconds():
     out, dt = timer.time(lambda a, b: a + b, 2, 3)
     assert out == 5
     assert dt == pytest.approx(0.0125)
-    _, _, switched = timer.measure(lambda: None)
-    assert switched is False
+    assert timer.switch_count() == 0
 
 
 def test_thread_cpu_timer_leaves_sleep_out():
@@ -70,7 +70,9 @@ def test_profile_records_device_torch_threads_and_spread(tmp_path):
     m = prof.measurement
     assert m["device"] == "cpu" and m["threads"] == 1 and m["torch"] and m["repeats"] == 3
     assert len(m["fwd_spread"]) == len(m["bwd_spread"]) == prof.num_layers
-    assert all(1 <= k <= 3 for k in m["fwd_used"] + m["bwd_used"])
+    assert m["iterations"] >= 3
+    assert all(1 <= k <= m["iterations"] for k in m["fwd_used"] + m["bwd_used"])
+    assert set(m["fwd_runs"] + m["bwd_runs"]) <= {"warm", "unswitched", "all"}
     assert isinstance(m["noisy"], bool) and isinstance(m["warnings"], list)
     assert "thread CPU time" in prof.source
     prof.save(tmp_path / "p.json")
@@ -81,6 +83,71 @@ def test_profile_records_device_torch_threads_and_spread(tmp_path):
 def test_noisy_profile_says_so():
     prof = profile_model(build_model("mlp-tiny"), warmup=0, repeats=5, spread_limit=-1.0)
     assert prof.measurement["noisy"] and any(w.startswith("noisy") for w in prof.measurement["warnings"])
+
+
+def test_warm_runs_need_no_switch_since_the_pass_one_iteration_earlier():
+    # (seconds, switches before, switches after) of one pass in five iterations
+    runs = [(1.0, 0, 0), (1.0, 0, 0), (1.0, 0, 1), (1.0, 1, 1), (1.0, 1, 1)]
+    # the first has no earlier run; the third was switched out; the fourth was not, but a switch fell
+    # after the third began, so the caches it found were not the previous iteration's
+    assert _warm(runs) == [False, True, False, False, True]
+
+
+def test_select_prefers_warm_then_unswitched_then_all():
+    runs = [(9.0, 0, 0), (2.0, 0, 0), (3.0, 0, 0), (5.0, 0, 1), (4.0, 1, 1)]
+    warm = _warm(runs)
+    assert _select(runs, warm, 1, 2) == ([2.0, 3.0], "warm")  # the warm-up run (9.0) left out
+    assert _select(runs, warm, 1, 3) == ([2.0, 3.0, 4.0], "unswitched")
+    assert _select(runs, warm, 1, 4) == ([2.0, 3.0, 5.0, 4.0], "all")
+
+
+class _SwitchBetweenIterations(ThreadCpuTimer):
+    """A CPU timer whose thread is switched out once between every two iterations, never inside a pass."""
+
+    def __init__(self, passes_per_iteration: int):
+        super().__init__()
+        self.per_iteration, self.passes, self.count, self.bumped = passes_per_iteration, 0, 0, 0
+
+    def time(self, fn, *args):
+        self.passes += 1
+        return super().time(fn, *args)
+
+    def switch_count(self) -> int:
+        boundary = self.passes // self.per_iteration
+        if self.passes % self.per_iteration == 0 and boundary > self.bumped and self._before:
+            self.count, self.bumped = self.count + 1, boundary
+        self._before = not self._before
+        return self.count
+
+    _before = True  # switch_count is read before and after each pass in turn
+
+
+def _with_timer(monkeypatch, timer):
+    monkeypatch.setattr(profiler, "make_timer", lambda device: TimerChoice(timer, device, ""))
+
+
+def test_profiler_adds_iterations_until_passes_have_warm_runs_or_time_runs_out(monkeypatch):
+    model = build_model("mlp-tiny")
+    passes = 2 * model.num_layers
+    # no switch anywhere: every run after the first is warm, so `repeats` iterations suffice
+    _with_timer(monkeypatch, _SwitchBetweenIterations(10**9))
+    m = profile_model(model, warmup=1, repeats=4).measurement
+    assert m["iterations"] == 4 and set(m["fwd_runs"] + m["bwd_runs"]) == {"warm"}
+    # a switch between every two iterations: no pass is ever warm although none is switched out; the
+    # profiler keeps adding iterations until the time limit, then takes the unswitched runs
+    _with_timer(monkeypatch, _SwitchBetweenIterations(passes))
+    m = profile_model(model, warmup=1, repeats=4, max_time_s=0.0).measurement
+    assert m["iterations"] == 4 and set(m["fwd_runs"] + m["bwd_runs"]) == {"unswitched"}
+    _with_timer(monkeypatch, _SwitchBetweenIterations(passes))
+    m = profile_model(model, warmup=1, repeats=4, max_time_s=0.05).measurement
+    assert m["iterations"] > 4 and set(m["fwd_runs"] + m["bwd_runs"]) == {"unswitched"}
+    assert m["fwd_used"] == [m["iterations"]] * model.num_layers
+
+
+def test_profile_max_time_must_be_non_negative():
+    with pytest.raises(ValueError, match="max_time_s"):
+        profile_model(build_model("mlp-tiny"), repeats=1, max_time_s=-1.0)
+    assert main(["profile", "mlp-tiny", "--max-seconds", "-2"]) == 2
 
 
 def test_profile_cli_cuda_without_gpu_falls_back_and_warns(tmp_path, capsys, monkeypatch):

@@ -13,14 +13,17 @@ For every layer i, on a fixed synthetic mini-batch (A-SRPT §III-A quantities):
 
 Times are what the emulator's real compute charges (:mod:`raytestbed.profile.timers`): on the CPU
 the thread's CPU seconds with ``torch.set_num_threads(threads)`` (one thread = one emulated GPU per
-core), on a CUDA device the seconds between CUDA events. Each is the median over ``repeats`` runs
-after ``warmup`` runs — on the CPU over the runs in which the thread was not switched out
-involuntarily, when at least a third of them were (a switch costs a cache refill that a busy
-host adds and a quiet one does not), else over all of them; the spread (interquartile range / median) of every layer and of the whole
-iteration is kept in the profile's ``measurement`` with the device, torch version, threads and the
-host's load, and the profile says it is noisy when the layers' spread (weighted by their times)
-exceeds ``spread_limit``
-or the host ran more runnable processes than it has cores.
+core), on a CUDA device the seconds between CUDA events. Each is a median after ``warmup``
+iterations: on the CPU over the *warm* runs of the pass, those in which the thread ran with no
+involuntary switch since the same pass one iteration earlier began (a switch costs a cache refill, to
+the pass it interrupts and to the passes after it, that a busy host adds and a quiet one does not),
+when at least a third of ``repeats`` were warm, else over the runs not switched out during the pass,
+else over all of them. The profiler runs at least ``repeats`` iterations, and more while some pass
+has fewer than ``repeats`` warm runs and the measured passes took less than ``max_time_s`` seconds.
+The spread (interquartile range / median) of every layer and of the whole iteration is kept in the
+profile's ``measurement`` with the device, torch version, threads, the rule each pass's median used
+and the host's load, and the profile says it is noisy when the layers' spread (weighted by their
+times) exceeds ``spread_limit`` or the host ran more runnable processes than it has cores.
 A stage's profile is the sum over its layers (:meth:`ModelProfile.stage_profiles`).
 """
 
@@ -39,6 +42,7 @@ from raytestbed.profile.timers import make_timer
 
 SPREAD_LIMIT = 0.05  #: iteration spread (IQR / median) above which a profile is called noisy
 LOAD_LIMIT = 1.0  #: 1-minute load average per core above which a CPU profile is called noisy
+MAX_TIME_S = 10.0  #: measured seconds after which the profiler stops running iterations for more warm runs
 
 
 def _nbytes(t: torch.Tensor) -> int:
@@ -67,6 +71,84 @@ def _to(x, device: str):
     return x.to(device) if isinstance(x, torch.Tensor) else x
 
 
+def _iterations(model: LayeredModel, x0, target, timer, warmup: int, repeats: int, max_time_s: float):
+    """Run whole iterations, every layer's forward then every backward, each pass timed alone.
+
+    Returns ``(fwd, bwd, out_bytes)``: ``fwd[i]`` / ``bwd[i]`` hold one ``(seconds, switches before,
+    switches after)`` per iteration of layer i's pass, the ``warmup`` iterations first. After the
+    warm-up it runs at least ``repeats`` iterations, and more while some pass has fewer than
+    ``repeats`` warm runs (:func:`_warm`) and the measured passes' time is below ``max_time_s``.
+    """
+    n = model.num_layers
+    fwd: list[list[tuple[float, int, int]]] = [[] for _ in range(n)]
+    bwd: list[list[tuple[float, int, int]]] = [[] for _ in range(n)]
+    out_bytes = [0] * n
+    spent, rep = 0.0, 0
+    while True:
+        if rep >= warmup + repeats:
+            if spent >= max_time_s or min(sum(_warm(r)[warmup:]) for r in fwd + bwd) >= repeats:
+                break
+        saved = []
+        cur = x0
+        for i, layer in enumerate(model.layers):
+            inp = cur.detach()
+            if inp.is_floating_point():
+                inp.requires_grad_(True)
+
+            def step(layer=layer, inp=inp, last=(i == n - 1)):
+                out = layer(inp)
+                return model.loss(out, target) if last else out
+
+            s0 = timer.switch_count()
+            out, dt = timer.time(step)
+            fwd[i].append((dt, s0, timer.switch_count()))
+            if i < n - 1:
+                out_bytes[i] = _nbytes(out)
+            saved.append((inp, out))
+            cur = out
+        grad = None
+        for i in range(n - 1, -1, -1):
+            inp, out = saved[i]
+            s0 = timer.switch_count()
+            _, dt = timer.time(out.backward, None if i == n - 1 else grad)
+            bwd[i].append((dt, s0, timer.switch_count()))
+            grad = inp.grad
+        model.layers.zero_grad(set_to_none=True)
+        if rep >= warmup:
+            spent += math.fsum(r[-1][0] for r in fwd + bwd)
+        rep += 1
+    return fwd, bwd, out_bytes
+
+
+def _warm(runs: list[tuple[float, int, int]]) -> list[bool]:
+    """Per run of one pass, ``(seconds, switches before, switches after)``: did the thread run with no
+    involuntary switch from the start of the same pass one iteration earlier to the end of this one?
+
+    Then the pass found the caches as a whole iteration on its own leaves them, as on a quiet host. A
+    switch costs a refill not only to the pass it interrupts but to the passes after it: on a 2-core
+    host beside two busy processes a time slice is about one iteration of a model whose passes take a
+    millisecond (mlp-tiny), and its passes read ~20 % slower though the switch fell into none of them
+    (and still ~15 % slower when only the switches since each layer's previous pass are left out).
+    """
+    return [k > 0 and runs[k][2] == runs[k - 1][1] for k in range(len(runs))]
+
+
+def _select(runs: list[tuple[float, int, int]], warm: list[bool], warmup: int,
+            need: int) -> tuple[list[float], str]:
+    """The measured runs a pass's statistic uses, and which: ``warm`` (:func:`_warm`) where at least
+    ``need`` were, else ``unswitched`` (no involuntary switch inside the pass) where at least ``need``
+    were, else ``all``."""
+    warm = warm[warmup:]
+    runs = runs[warmup:]
+    chosen = [r[0] for r, w in zip(runs, warm) if w]
+    if len(chosen) >= need:
+        return chosen, "warm"
+    chosen = [r[0] for r in runs if r[1] == r[2]]
+    if len(chosen) >= need:
+        return chosen, "unswitched"
+    return [r[0] for r in runs], "all"
+
+
 def profile_model(
     model: LayeredModel,
     batch_size: int | None = None,
@@ -75,72 +157,41 @@ def profile_model(
     threads: int = 1,
     device: str = "cpu",
     spread_limit: float = SPREAD_LIMIT,
+    max_time_s: float = MAX_TIME_S,
 ) -> ModelProfile:
     """Measure every layer of ``model``; returns a profile in the project's file format.
 
     ``device``: ``cpu``, ``cuda`` or ``auto`` (``cuda`` without a CUDA device measures on the CPU and
-    says so in the profile's warnings). Times in seconds.
+    says so in the profile's warnings). ``repeats``: measured iterations at least, and the warm runs
+    each pass is measured for while the measured passes take less than ``max_time_s`` seconds in all.
+    Times in seconds.
     """
     if repeats < 1 or warmup < 0:
         raise ValueError("repeats must be >= 1 and warmup >= 0")
+    if not max_time_s >= 0:
+        raise ValueError("max_time_s must be >= 0")
     choice = make_timer(device)
     timer, dev = choice.timer, choice.device
     b = batch_size or model.batch_size
     old_threads = torch.get_num_threads()
     torch.set_num_threads(threads)
     n = model.num_layers
-    fwd: list[list[float]] = [[] for _ in range(n)]
-    bwd: list[list[float]] = [[] for _ in range(n)]
-    fwd_sw: list[list[bool]] = [[] for _ in range(n)]  # was the pass switched out?
-    bwd_sw: list[list[bool]] = [[] for _ in range(n)]
-    out_bytes = [0] * n
     load_before = load_per_core()
     try:
         model.layers.to(dev)
         x0, target = _to(model.make_input(b), dev), _to(model.make_target(b), dev)
-        for rep in range(warmup + repeats):
-            record = rep >= warmup
-            saved = []
-            cur = x0
-            for i, layer in enumerate(model.layers):
-                inp = cur.detach()
-                if inp.is_floating_point():
-                    inp.requires_grad_(True)
-
-                def step(layer=layer, inp=inp, last=(i == n - 1)):
-                    out = layer(inp)
-                    return model.loss(out, target) if last else out
-
-                out, dt, sw = timer.measure(step)
-                if record:
-                    fwd[i].append(dt)
-                    fwd_sw[i].append(sw)
-                if i < n - 1:
-                    out_bytes[i] = _nbytes(out)
-                saved.append((inp, out))
-                cur = out
-            grad = None
-            for i in range(n - 1, -1, -1):
-                inp, out = saved[i]
-                _, dt, sw = timer.measure(out.backward, None if i == n - 1 else grad)
-                if record:
-                    bwd[i].append(dt)
-                    bwd_sw[i].append(sw)
-                grad = inp.grad
-            model.layers.zero_grad(set_to_none=True)
+        fwd, bwd, out_bytes = _iterations(model, x0, target, timer, warmup, repeats, max_time_s)
     finally:
         torch.set_num_threads(old_threads)
         model.layers.to("cpu")
     load_after = load_per_core()
     need = max(1, -(-repeats // 3))
-
-    def kept(xs: list[float], sw: list[bool]) -> list[float]:
-        clean = [x for x, s in zip(xs, sw) if not s]
-        return clean if len(clean) >= need else xs
-
-    fwd_kept = [kept(x, s) for x, s in zip(fwd, fwd_sw)]
-    bwd_kept = [kept(x, s) for x, s in zip(bwd, bwd_sw)]
-    totals = [math.fsum(fwd[i][r] + bwd[i][r] for i in range(n)) for r in range(repeats)]
+    fwd_sel = [_select(r, _warm(r), warmup, need) for r in fwd]
+    bwd_sel = [_select(r, _warm(r), warmup, need) for r in bwd]
+    fwd_kept = [x for x, _ in fwd_sel]
+    bwd_kept = [x for x, _ in bwd_sel]
+    measured = len(fwd[0]) - warmup
+    totals = [math.fsum(fwd[i][warmup + r][0] + bwd[i][warmup + r][0] for i in range(n)) for r in range(measured)]
     raw_spread = spread(totals)
     # the spread of what the profile states: the layers' spreads weighted by their medians
     meds = [statistics.median(x) for x in fwd_kept + bwd_kept]
@@ -164,6 +215,8 @@ def profile_model(
         "threads": threads,
         "warmup": warmup,
         "repeats": repeats,
+        "iterations": measured,
+        "max_time_s": max_time_s,
         "statistic": "median",
         "spread": round(it_spread, 6),
         "iteration_spread_all_runs": round(raw_spread, 6),
@@ -172,7 +225,9 @@ def profile_model(
         "bwd_spread": [round(spread(x), 6) for x in bwd_kept],
         "fwd_used": [len(x) for x in fwd_kept],
         "bwd_used": [len(x) for x in bwd_kept],
-        "switched_out": sum(map(sum, fwd_sw)) + sum(map(sum, bwd_sw)),
+        "fwd_runs": [rule for _, rule in fwd_sel],
+        "bwd_runs": [rule for _, rule in bwd_sel],
+        "switched_out": sum(r[1] != r[2] for runs in fwd + bwd for r in runs[warmup:]),
         "cpus": os.cpu_count(),
         "load_per_core": [None if x is None else round(x, 3) for x in (load_before, load_after)],
         "noisy": any(w.startswith(("noisy", "host loaded")) for w in warnings),
@@ -192,7 +247,7 @@ def profile_model(
         model=model.name,
         batch_size=b,
         source=(f"raytestbed profiler (torch {torch.__version__}, float32, {timer.method}, "
-                f"median of {repeats} after {warmup} warm-up)"),
+                f"median of the warm runs of at least {repeats} iterations after {warmup} warm-up)"),
         device=dev_name,
         layers=layers,
         measurement=measurement,

@@ -9,9 +9,9 @@ the same thing:
   core while other processes run does not count, so a busy host does not inflate it the way it
   inflates wall time. What a busy host still adds is the cost of refilling caches after the
   thread was switched out (on a 2-core host under load, +0.35 ms per switch for a 0.6 ms pass),
-  so :meth:`ThreadCpuTimer.measure` also says whether the pass was switched out involuntarily
+  so :meth:`ThreadCpuTimer.switch_count` reads the thread's involuntary switches
   (``getrusage(RUSAGE_THREAD).ru_nivcsw``, where the OS has it) and the profiler prefers the
-  passes that were not. Making a :class:`ThreadCpuTimer` also keeps freed heap memory in the
+  passes that no switch went cold. Making a :class:`ThreadCpuTimer` also keeps freed heap memory in the
   process (:func:`hold_freed_memory`): with glibc's defaults every pass returns its large tensors'
   pages to the OS and faults them in again, kernel time that thread CPU time counts and that varies
   with the host (resnet-small on a 2-core host: ~3,800 page faults and 14 ms of system time per
@@ -88,11 +88,10 @@ class ThreadCpuTimer:
         out = fn(*args)
         return out, time.thread_time() - c0
 
-    def measure(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, float, bool]:
-        """As :meth:`time`, plus whether the thread was switched out involuntarily during the pass."""
-        n0 = _switches()
-        out, dt = self.time(fn, *args)
-        return out, dt, _switches() > n0
+    @staticmethod
+    def switch_count() -> int:
+        """Involuntary context switches of the calling thread so far (0 where the OS does not count them)."""
+        return _switches()
 
 
 class CudaEventTimer:
@@ -122,10 +121,10 @@ class CudaEventTimer:
         end.synchronize()
         return out, start.elapsed_time(end) * 1e-3
 
-    def measure(self, fn: Callable[..., Any], *args: Any) -> tuple[Any, float, bool]:
-        """As :meth:`time`; GPU time does not depend on the host thread being switched out (False)."""
-        out, dt = self.time(fn, *args)
-        return out, dt, False
+    @staticmethod
+    def switch_count() -> int:
+        """0: GPU time does not depend on the host thread being switched out."""
+        return 0
 
 
 @dataclass(frozen=True)
