@@ -71,6 +71,8 @@ def test_sweep_cells_match_single_runs_and_tables_have_t_intervals(tmp_path):
     cell = tmp_path / "out" / "cells" / "small" / "cluster.nic_gbps=1" / "spjf" / "seed-2"
     for f in ("summary.json", "jobs.csv", "events.jsonl", "config.yaml", "cell.json"):
         assert (cell / f).is_file()
+    assert not (cell / "journal.jsonl").exists()  # a finished cell's journal repeats its jobs.csv
+    assert (tmp_path / "one" / "journal.jsonl").is_file()  # a single run keeps it
     assert json.loads((cell / "summary.json").read_text())["total_jct_s"] == one["total_jct_s"]
 
 

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from raytestbed.config import parse_trial
+from raytestbed.results.journal import JOURNAL
 from raytestbed.results.writer import ResultsFolder, write_json
 from raytestbed.trial import BackendSpec, PolicyPair, run_into
 
@@ -40,7 +41,10 @@ def run_cell(cell) -> dict[str, Any]:
         run_dir = tmp / "run"
         summary = run_into(run_dir, loaded, pair, cell.seed, BackendSpec.parse(cell.backend), show_progress=False,
                            log_events=cell.log_events, report=cell.report)
-        files = {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*")) if p.is_file()}
+        # a finished cell's journal repeats its jobs.csv (only an interrupted run needs it to resume): not
+        # carried through Ray's object store nor kept (a 75,000-job cell's is ~10 MB)
+        files = {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))
+                 if p.is_file() and p.name != JOURNAL}
         return {"ok": True, "summary": summary, "files": files, "wall_s": time.perf_counter() - t0, "host": host,
                 "pid": os.getpid()}
     except Exception as e:  # noqa: BLE001 - reported per cell, the sweep goes on
