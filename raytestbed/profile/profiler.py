@@ -84,10 +84,10 @@ def _iterations(model: LayeredModel, x0, target, timer, warmup: int, repeats: in
     bwd: list[list[tuple[float, int, int]]] = [[] for _ in range(n)]
     out_bytes = [0] * n
     spent, rep = 0.0, 0
+    warm = [0] * (2 * n)  # warm measured runs so far, per pass (fwd then bwd), counted as in _warm
     while True:
-        if rep >= warmup + repeats:
-            if spent >= max_time_s or min(sum(_warm(r)[warmup:]) for r in fwd + bwd) >= repeats:
-                break
+        if rep >= warmup + repeats and (spent >= max_time_s or min(warm) >= repeats):
+            break
         saved = []
         cur = x0
         for i, layer in enumerate(model.layers):
@@ -115,7 +115,10 @@ def _iterations(model: LayeredModel, x0, target, timer, warmup: int, repeats: in
             grad = inp.grad
         model.layers.zero_grad(set_to_none=True)
         if rep >= warmup:
-            spent += math.fsum(r[-1][0] for r in fwd + bwd)
+            runs = fwd + bwd
+            spent += math.fsum(r[-1][0] for r in runs)
+            if rep > 0:
+                warm = [w + (r[-1][2] == r[-2][1]) for w, r in zip(warm, runs)]
         rep += 1
     return fwd, bwd, out_bytes
 
