@@ -95,10 +95,9 @@ def test_warm_runs_need_no_switch_since_the_pass_one_iteration_earlier():
 
 def test_select_prefers_warm_then_unswitched_then_all():
     runs = [(9.0, 0, 0), (2.0, 0, 0), (3.0, 0, 0), (5.0, 0, 1), (4.0, 1, 1)]
-    warm = _warm(runs)
-    assert _select(runs, warm, 1, 2) == ([2.0, 3.0], "warm")  # the warm-up run (9.0) left out
-    assert _select(runs, warm, 1, 3) == ([2.0, 3.0, 4.0], "unswitched")
-    assert _select(runs, warm, 1, 4) == ([2.0, 3.0, 5.0, 4.0], "all")
+    assert _select(runs, 1, 2) == ([2.0, 3.0], "warm")  # the warm-up run (9.0) left out
+    assert _select(runs, 1, 3) == ([2.0, 3.0, 4.0], "unswitched")
+    assert _select(runs, 1, 4) == ([2.0, 3.0, 5.0, 4.0], "all")
 
 
 class _SwitchBetweenIterations(ThreadCpuTimer):

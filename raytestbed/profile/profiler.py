@@ -84,7 +84,7 @@ def _iterations(model: LayeredModel, x0, target, timer, warmup: int, repeats: in
     bwd: list[list[tuple[float, int, int]]] = [[] for _ in range(n)]
     out_bytes = [0] * n
     spent, rep = 0.0, 0
-    warm = [0] * (2 * n)  # warm measured runs so far, per pass (fwd then bwd), counted as in _warm
+    warm = [0] * (2 * n)  # warm measured runs so far, per pass (fwd then bwd)
     while True:
         if rep >= warmup + repeats and (spent >= max_time_s or min(warm) >= repeats):
             break
@@ -99,9 +99,8 @@ def _iterations(model: LayeredModel, x0, target, timer, warmup: int, repeats: in
                 out = layer(inp)
                 return model.loss(out, target) if last else out
 
-            s0 = timer.switch_count()
-            out, dt = timer.time(step)
-            fwd[i].append((dt, s0, timer.switch_count()))
+            out, run = _timed(timer, step)
+            fwd[i].append(run)
             if i < n - 1:
                 out_bytes[i] = _nbytes(out)
             saved.append((inp, out))
@@ -109,18 +108,29 @@ def _iterations(model: LayeredModel, x0, target, timer, warmup: int, repeats: in
         grad = None
         for i in range(n - 1, -1, -1):
             inp, out = saved[i]
-            s0 = timer.switch_count()
-            _, dt = timer.time(out.backward, None if i == n - 1 else grad)
-            bwd[i].append((dt, s0, timer.switch_count()))
+            _, run = _timed(timer, out.backward, None if i == n - 1 else grad)
+            bwd[i].append(run)
             grad = inp.grad
         model.layers.zero_grad(set_to_none=True)
         if rep >= warmup:
             runs = fwd + bwd
             spent += math.fsum(r[-1][0] for r in runs)
             if rep > 0:
-                warm = [w + (r[-1][2] == r[-2][1]) for w, r in zip(warm, runs)]
+                warm = [w + _warm_after(r[-2], r[-1]) for w, r in zip(warm, runs)]
         rep += 1
     return fwd, bwd, out_bytes
+
+
+def _timed(timer, fn, *args):
+    """``(fn(*args), (seconds, switches before, switches after))``, timed by ``timer``."""
+    s0 = timer.switch_count()
+    out, dt = timer.time(fn, *args)
+    return out, (dt, s0, timer.switch_count())
+
+
+def _warm_after(prev: tuple[float, int, int], run: tuple[float, int, int]) -> bool:
+    """No involuntary switch from the start of ``prev`` (the pass one iteration earlier) to the end of ``run``."""
+    return run[2] == prev[1]
 
 
 def _warm(runs: list[tuple[float, int, int]]) -> list[bool]:
@@ -133,15 +143,14 @@ def _warm(runs: list[tuple[float, int, int]]) -> list[bool]:
     millisecond (mlp-tiny), and its passes read ~20 % slower though the switch fell into none of them
     (and still ~15 % slower when only the switches since each layer's previous pass are left out).
     """
-    return [k > 0 and runs[k][2] == runs[k - 1][1] for k in range(len(runs))]
+    return [k > 0 and _warm_after(runs[k - 1], runs[k]) for k in range(len(runs))]
 
 
-def _select(runs: list[tuple[float, int, int]], warm: list[bool], warmup: int,
-            need: int) -> tuple[list[float], str]:
+def _select(runs: list[tuple[float, int, int]], warmup: int, need: int) -> tuple[list[float], str]:
     """The measured runs a pass's statistic uses, and which: ``warm`` (:func:`_warm`) where at least
     ``need`` were, else ``unswitched`` (no involuntary switch inside the pass) where at least ``need``
     were, else ``all``."""
-    warm = warm[warmup:]
+    warm = _warm(runs)[warmup:]
     runs = runs[warmup:]
     chosen = [r[0] for r, w in zip(runs, warm) if w]
     if len(chosen) >= need:
@@ -189,8 +198,8 @@ def profile_model(
         model.layers.to("cpu")
     load_after = load_per_core()
     need = max(1, -(-repeats // 3))
-    fwd_sel = [_select(r, _warm(r), warmup, need) for r in fwd]
-    bwd_sel = [_select(r, _warm(r), warmup, need) for r in bwd]
+    fwd_sel = [_select(r, warmup, need) for r in fwd]
+    bwd_sel = [_select(r, warmup, need) for r in bwd]
     fwd_kept = [x for x, _ in fwd_sel]
     bwd_kept = [x for x, _ in bwd_sel]
     measured = len(fwd[0]) - warmup
