@@ -139,6 +139,24 @@ def test_heterogeneity_aware_las_puts_the_jobs_that_gain_on_the_fast_type(speeds
     assert mean(perf) < mean(agn)
 
 
+
+def test_gavel_policy_after_a_type_is_lost_uses_the_speeds_on_the_types_left(speeds_table):
+    """The one server of type a dies at 400 s: from the next round every job runs on type b at b's
+    speed from the table (the policy's throughput matrix loses a's column, not b's), so a job of
+    2,000 iterations that runs 4x slower on b still finishes, later than with a alive."""
+    from raytestbed.core.events import Fault
+
+    c = cluster(1, 1)
+    jobs = [job(0, 2000, "fast-on-a"), job(1, 2000, "same", arrival=10.0)]
+    sp = GpuSpeeds(c, speeds_table)
+    alive = Simulator(c, jobs, make_policy("max_min_fairness_perf"), speeds=sp).run()
+    lost = Simulator(c, jobs, make_policy("max_min_fairness_perf"), speeds=sp,
+                     faults=[Fault("kill_server", 0, 400.0)]).run()
+    assert all(np.isfinite(r.finish_s) for r in lost.records)
+    fin = {r.job.job_id: r.finish_s for r in lost.records}
+    assert fin[0] > {r.job.job_id: r.finish_s for r in alive.records}[0]
+    assert lost.type_gpu_seconds["a"] <= 400.0 + 1e-9
+
 # ---------------------------------------------------------------------------------------- the gavel workload
 TRACE = ("ResNet-18 (batch size 128)\tpython3 main.py --batch_size 128\timage_classification/cifar10\t--num_steps\t1\t"
          "3600\t1\t1\t-1.000000\t0\n"

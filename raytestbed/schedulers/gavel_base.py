@@ -104,6 +104,8 @@ class GavelRoundPolicy(Policy):
         self._changed = True
         self.allocations = 0  #: allocations computed (run statistics)
         self._done: dict[int, float] = {}  #: iterations done when last seen running, by job
+        self._speeds = None  #: the ``view.speeds`` the rows below were read from
+        self._rows: dict[int, list[float]] = {}  #: job -> iterations/s on each of the cluster's types
 
     # ------------------------------------------------------------------ the policy's program
     @abstractmethod
@@ -113,9 +115,23 @@ class GavelRoundPolicy(Policy):
         each job alone on each type; ``workers``: live GPUs per type."""
 
     def throughputs(self, jobs: list[Job], types: list[str], view: ClusterView) -> np.ndarray:
-        """T[j, k]: iterations/s of job j alone on ``job.gpus`` GPUs of type k (``view.speeds``)."""
+        """T[j, k]: iterations/s of job j alone on ``job.gpus`` GPUs of type k (``view.speeds``).
+
+        A job's row over the cluster's types is read from ``view.speeds`` once (a job's speed on a type
+        does not change during a trial) and kept until the job finishes."""
         sp = view.speeds
-        return np.array([[sp.throughput(j, k) for k in types] for j in jobs], dtype=float).reshape(len(jobs), len(types))
+        if sp is not self._speeds:
+            self._speeds, self._rows = sp, {}
+        every = sp.gpu_types
+        rows = self._rows
+        for j in jobs:
+            if j.job_id not in rows:
+                rows[j.job_id] = [sp.throughput(j, k) for k in every]
+        T = np.array([rows[j.job_id] for j in jobs], dtype=float).reshape(len(jobs), len(every))
+        if list(types) == list(every):
+            return T
+        col = {k: c for c, k in enumerate(every)}
+        return T[:, [col[k] for k in types]]
 
     def remaining(self, job: Job, view: ClusterView) -> float:
         """Iterations job ``job`` has left (Gavel's policies know every job's total steps)."""
@@ -132,6 +148,7 @@ class GavelRoundPolicy(Policy):
         elif isinstance(event, JobFinished):
             self.active.pop(event.job_id, None)
             self._done.pop(event.job_id, None)
+            self._rows.pop(event.job_id, None)
             self._changed = True
         elif isinstance(event, (JobFailed, ServerLost)):
             self._changed = True
@@ -237,10 +254,14 @@ class GavelRoundPolicy(Policy):
         c = view.cluster
         out: list[Decision] = []
         free = {m: list(view.free_gpus(m)) for m in range(c.num_servers) if m not in view.lost_servers}
+        of_type: dict[str, list[int]] = {}  #: live servers of each type, in server order
+        for m in free:
+            of_type.setdefault(c.servers[m].gpu_type, []).append(m)
+        kept: set[int] = set()
         for jid, rj in view.running.items():
             keep = chosen.get(jid)
-            on = {c.gpu_type_of(g) for g in rj.placement.gpus}
-            if keep is not None and on == {keep}:
+            if keep is not None and {c.gpu_type_of(g) for g in rj.placement.gpus} == {keep}:
+                kept.add(jid)
                 continue  # lease extension: same type, same GPUs
             out.append(Preempt(jid))
             for g in rj.placement.gpus:
@@ -250,10 +271,10 @@ class GavelRoundPolicy(Policy):
         for m in free:
             free[m].sort()
         for jid in sorted(chosen, key=lambda j: (-self.active[j].gpus, j)):
-            if jid in view.running and {c.gpu_type_of(g) for g in view.running[jid].placement.gpus} == {chosen[jid]}:
+            if jid in kept:
                 continue
             job = self.active[jid]
-            servers = [m for m in free if c.servers[m].gpu_type == chosen[jid] and free[m]]
+            servers = [m for m in of_type.get(chosen[jid], ()) if free[m]]
             fits = [m for m in servers if len(free[m]) >= job.gpus]
             if fits:
                 m = min(fits, key=lambda m: (len(free[m]), m))

@@ -52,7 +52,7 @@ def _throughput_rows(T: np.ndarray) -> csr_matrix:
 
 
 def _solve(c, A_ub, b_ub, nvars) -> np.ndarray | None:
-    res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=[(0, None)] * nvars, method="highs")
+    res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     return res.x if res.status == 0 else None
 
 
@@ -138,13 +138,14 @@ def finish_time_fairness(T: np.ndarray, sf: np.ndarray, since_arrival: np.ndarra
     D = c + r / np.maximum(iso, 1e-300)  # expected finish time (from arrival) with the isolated share
     A, b = _base(sf, workers)
     G = _throughput_rows(T)
+    AG = csr_matrix(vstack([A, -G]))  # base constraints, then -throughput(j, X) <= -need[j]
 
     def feasible(rho: float) -> np.ndarray | None:
         slack = rho * D - t
         if np.any(slack <= 0):
             return None
         need = r / slack
-        return _solve(np.zeros(m * n), csr_matrix(vstack([A, -G])), np.concatenate([b, -need]), m * n)
+        return _solve(np.zeros(m * n), AG, np.concatenate([b, -need]), m * n)
 
     lo = float(np.max(t / D))
     hi = max(1.0, 2 * lo)
@@ -164,6 +165,6 @@ def finish_time_fairness(T: np.ndarray, sf: np.ndarray, since_arrival: np.ndarra
     # tie-break: most total throughput (normalised by the isolated one) at rho*
     need = r / (hi * D - t)
     x = _solve(-np.asarray(_throughput_rows(T / np.maximum(iso, 1e-300)[:, None]).sum(axis=0)).ravel(),
-               csr_matrix(vstack([A, -G])), np.concatenate([b, -need]), m * n)
+               AG, np.concatenate([b, -need]), m * n)
     x = x_hi if x is None else x
     return np.clip(x.reshape(m, n), 0.0, 1.0), hi
