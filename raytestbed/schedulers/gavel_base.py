@@ -274,13 +274,14 @@ class GavelRoundPolicy(Policy):
             if jid in kept:
                 continue
             job = self.active[jid]
+            g = job.gpus
             servers = [m for m in of_type.get(chosen[jid], ()) if free[m]]
-            fits = [m for m in servers if len(free[m]) >= job.gpus]
+            fits = [(len(free[m]), m) for m in servers if len(free[m]) >= g]
             if fits:
-                m = min(fits, key=lambda m: (len(free[m]), m))
-                take = [(m, free[m][: job.gpus])]
+                m = min(fits)[1]  # the fewest free GPUs that hold the job, then the lowest server id
+                take = [(m, free[m][:g])]
             else:
-                take, need = [], job.gpus
+                take, need = [], g
                 for m in sorted(servers, key=lambda m: (-len(free[m]), m)):
                     n = min(need, len(free[m]))
                     take.append((m, free[m][:n]))
