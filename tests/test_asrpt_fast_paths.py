@@ -8,6 +8,7 @@ spelled-out rows. Per-job results must be identical (start, finish, placement, p
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import random
 
@@ -240,3 +241,81 @@ def test_group_draw_is_numpys_weighted_choice():
         draw = _weighted_draw(w)
         assert [int(a.choice(n, p=w)) for _ in range(5000)] == [draw(b) for _ in range(5000)]
         assert a.random() == b.random()  # the streams stayed in step
+
+
+def _scan_reference(queue, free, work_conserving):
+    """The plain scan the per-GPU-count queue replaces: walk the whole queue in key order, start every
+    job that fits in the GPUs left (a strict queue stops at the first that does not)."""
+    started = []
+    for key, gpus in sorted(queue):
+        if gpus > free:
+            if not work_conserving:
+                break
+            continue
+        started.append(key)
+        free -= gpus
+    return started
+
+
+@pytest.mark.parametrize("work_conserving", [True, False])
+def test_gpu_count_queue_starts_what_the_full_scan_starts(work_conserving):
+    from raytestbed.schedulers.asrpt_baselines import GpuCountQueue
+
+    rng = random.Random(7)
+    for _ in range(300):
+        items = [((rng.randrange(50), rng.random(), i), rng.choice([1, 1, 2, 4, 8, 16])) for i in range(rng.randrange(40))]
+        free = rng.randrange(0, 33)
+        q = GpuCountQueue()
+        for item, g in items:
+            q.push(item, g)
+        started, left = [], free
+        while left > 0:
+            nxt = q.first(left if work_conserving else None)
+            if nxt is None or nxt[1] > left:
+                break
+            started.append(q.pop(nxt[1]))
+            left -= nxt[1]
+        assert started == _scan_reference(items, free, work_conserving)
+        assert len(q) == len(items) - len(started)
+
+
+@pytest.mark.parametrize("policy", ["wcs-duration", "spjf"])
+def test_baseline_run_equals_the_run_with_the_full_queue_scan(busy_days, policy):
+    """A whole run of a work-conserving and a strict baseline on the busy workload, against the same
+    policy whose queue is walked in full at every event (the code the per-GPU-count queue replaced)."""
+    from raytestbed.core.events import StartJob
+    from raytestbed.core.job import CommPattern
+    from raytestbed.core.state import FreePool
+    from raytestbed.schedulers.fifo import random_ps_servers
+
+    cluster, jobs, _, _ = busy_days
+
+    def full_scan(self, view):
+        items = []
+        for g, h in self._queue._heaps.items():
+            items += [(it, g) for it in h]
+        out, pool = [], FreePool(view)
+        for item, g in sorted(items):
+            if g > pool.total_free:
+                if not self.work_conserving:
+                    break
+                continue
+            self._queue._heaps[g].remove(item)
+            self._queue._len -= 1
+            job = view.pending[item[2]]
+            sel = self._select(job, pool)
+            ps = random_ps_servers(job, [m for m, _ in sel], view.cluster.num_servers, self._rng) \
+                if job.comm is CommPattern.PS else []
+            out.append(StartJob(job.job_id, self._est.place(job, pool, sel, ps)))
+        for h in self._queue._heaps.values():
+            heapq.heapify(h)
+        return out
+
+    fast = make_policy(policy, seed=0)
+    slow = make_policy(policy, seed=0)
+    slow._schedule = full_scan.__get__(slow)
+    res = Simulator(cluster, jobs, fast).run()
+    ref = Simulator(cluster, jobs, slow).run()
+    assert len(fast._queue) == 0
+    assert _per_job(res) == _per_job(ref)
+    assert max(r.first_start_s - r.job.arrival_s for r in res.records) > 0  # jobs did queue
