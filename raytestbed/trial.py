@@ -230,8 +230,12 @@ def run_into(
     log_events: bool = True,
     report: bool = True,
     previous: JournalState | None = None,
+    log_decisions: bool = True,
 ) -> dict[str, Any]:
     """Run one policy pair on a backend and write its results files into ``folder``; return the summary.
+
+    ``log_events`` / ``log_decisions``: write every event to ``events.jsonl`` / every policy answer to
+    ``decisions.jsonl`` (False: the file is left empty; a sweep's bulk cells can do without them).
 
     ``previous``: the journal of an interrupted run of the same trial; its finished jobs keep their
     records and are not run again (semantics: :mod:`raytestbed.results.journal`).
@@ -311,7 +315,7 @@ def run_into(
 
     try:
         res = runner.run(TrialRun(cluster, jobs, policy, netpol, trial, faults, model, speeds, on_event=on_event,
-                                    on_decisions=on_decisions, progress=progress, on_books=on_books,
+                                    on_decisions=on_decisions if log_decisions else None, progress=progress, on_books=on_books,
                                     profiles=loaded.profiles))
     finally:
         bar.close()

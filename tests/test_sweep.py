@@ -76,6 +76,23 @@ def test_sweep_cells_match_single_runs_and_tables_have_t_intervals(tmp_path):
     assert json.loads((cell / "summary.json").read_text())["total_jct_s"] == one["total_jct_s"]
 
 
+
+def test_sweep_without_logs_writes_empty_logs_and_the_same_results(tmp_path):
+    """``log_events: false`` and ``log_decisions: false`` leave the two logs empty; the cells' results, and
+    their fingerprints (a finished cell is not run again when only the logs change), are the same."""
+    one = "trials: [small.yaml]\npolicies: [spjf]\nseeds: [1]\n"
+    full = run_sweep(load_sweep(_write(tmp_path, one, "a.yaml")), tmp_path / "a", executor="serial",
+                     show_progress=False)
+    bare_sweep = load_sweep(_write(tmp_path, one + "log_events: false\nlog_decisions: false\n", "b.yaml"))
+    bare = run_sweep(bare_sweep, tmp_path / "b", executor="serial", show_progress=False)
+    assert len(full.ran) == len(bare.ran) == 1
+    cell = lambda root: next((tmp_path / root / "cells").rglob("summary.json")).parent  # noqa: E731
+    a, b = cell("a"), cell("b")
+    assert (a / "decisions.jsonl").stat().st_size > 0 and (a / "events.jsonl").stat().st_size > 0
+    assert (b / "decisions.jsonl").stat().st_size == 0 and (b / "events.jsonl").stat().st_size == 0
+    assert (a / "jobs.csv").read_bytes() == (b / "jobs.csv").read_bytes()
+    assert json.loads((a / "cell.json").read_text())["fingerprint"] == json.loads((b / "cell.json").read_text())["fingerprint"]
+
 @pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_interrupted_sweep_resumes_only_the_missing_cells(tmp_path):
     sweep = load_sweep(_write(tmp_path, SWEEP))

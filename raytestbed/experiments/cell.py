@@ -40,7 +40,7 @@ def run_cell(cell) -> dict[str, Any]:
         pair = PolicyPair.parse(cell.pair)
         run_dir = tmp / "run"
         summary = run_into(run_dir, loaded, pair, cell.seed, BackendSpec.parse(cell.backend), show_progress=False,
-                           log_events=cell.log_events, report=cell.report)
+                           log_events=cell.log_events, report=cell.report, log_decisions=cell.log_decisions)
         # a finished cell's journal repeats its jobs.csv (only an interrupted run needs it to resume): not
         # carried through Ray's object store nor kept (a 75,000-job cell's is ~10 MB)
         files = {str(p.relative_to(run_dir)): p.read_bytes() for p in sorted(run_dir.rglob("*"))

@@ -103,6 +103,7 @@ class Sweep:
     log_events: bool = True
     cell_reports: bool = False
     where: str = "sweep"
+    log_decisions: bool = True
 
     def cells(self) -> list["Cell"]:
         """Every cell, trial-major, then grid points, policies, seeds; each trial file validated."""
@@ -138,7 +139,8 @@ class Sweep:
                     for seed in seeds:
                         out.append(Cell(loaded.trial.name, tuple(values), pol.label, pol.pair, int(seed), data,
                                         str(loaded.path) if loaded.path else None,
-                                        self.backend or loaded.trial.backend, self.log_events, self.cell_reports))
+                                        self.backend or loaded.trial.backend, self.log_events, self.cell_reports,
+                                        self.log_decisions))
         return out
 
     def metric_names(self) -> list[str]:
@@ -162,6 +164,7 @@ class Cell:
     backend: str
     log_events: bool = True
     report: bool = False
+    log_decisions: bool = True
 
     @property
     def key(self) -> str:
@@ -275,6 +278,7 @@ class SweepConfig(_Strict):
     grid: dict[str, list[Any] | LabelledAxis] = Field(default_factory=dict)
     metrics: list[str] = Field(default_factory=list)
     log_events: bool = True
+    log_decisions: bool = True
     cell_reports: bool = False
 
 
@@ -348,7 +352,7 @@ def sweep_from_config(cfg: SweepConfig, path: Path) -> Sweep:
             grid.append(Axis.field(name, list(spec)))
     _check_policies(policies, where)
     return Sweep(cfg.name or path.stem, trials, policies, seeds, cfg.backend, grid, list(cfg.metrics),
-                 cfg.log_events, cfg.cell_reports, where)
+                 cfg.log_events, cfg.cell_reports, where, cfg.log_decisions)
 
 
 def _check_policies(policies: list[PolicySpec], where: str) -> None:

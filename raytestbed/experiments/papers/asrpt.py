@@ -123,7 +123,7 @@ def _sweep(name: str, trace: str, trial, axis: Axis | None, quick: bool, extra: 
     prefix = "asrpt" if trace == WORKLOADS[0] else f"asrpt_{trace}"
     return Sweep(f"{prefix}_{name}", [trial], _lines(extra, readings), run_seeds(SEEDS, quick), "sim",
                  [axis] if axis else [],
-                 ["total_jct_s", "avg_jct_s"], log_events=False)
+                 ["total_jct_s", "avg_jct_s"], log_events=False, log_decisions=False)
 
 
 def jobs_sweep(quick: bool, trace: str = "aaic") -> Sweep:

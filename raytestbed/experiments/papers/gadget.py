@@ -107,7 +107,7 @@ def fig4_sweep(quick: bool, arrivals: str = "poisson", budget: str = BUDGETS[0])
     fig = "fig4" if budget == BUDGETS[0] else f"fig4_{budget}"
     return Sweep(_name(fig, arrivals), [_trial(counts[0], _slots(quick), arrivals, budget)], lines,
                  run_seeds(SEEDS, quick),
-                 "sim", [Axis.field("workload.jobs", counts)], ["total_utility", "finished"], log_events=False)
+                 "sim", [Axis.field("workload.jobs", counts)], ["total_utility", "finished"], log_events=False, log_decisions=False)
 
 
 def node_points(units: list[float]) -> tuple:
@@ -144,7 +144,7 @@ def _fig56(quick: bool, which: str, arrivals: str = "poisson") -> Sweep:
         axis = Axis("edge_units", edge_points([0.25, 1.0] if quick else [0.1, 0.25, 1.0, 4.0]))
     return Sweep(_name(f"fig{5 if which == 'node' else 6}", arrivals), [_trial(n, _slots(quick), arrivals)],
                  _lines(["gadget"]), run_seeds(SEEDS, quick),
-                 "sim", [axis], ["embedded_ratio", "embedded_of_candidates", "total_utility"], log_events=False)
+                 "sim", [axis], ["embedded_ratio", "embedded_of_candidates", "total_utility"], log_events=False, log_decisions=False)
 
 
 def fig4_ours(df: pd.DataFrame, folder: Path) -> list[str]:
