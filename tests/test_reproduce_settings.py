@@ -86,6 +86,14 @@ def test_asrpt_load_axis_runs_the_setting_of_its_row():
     _asrpt_75k_row(_cells(asrpt.load_sweep), _row("A-SRPT", "Load axis (our addition: the paper gives no load), AAIC"))
 
 
+
+def test_asrpt_fig7_runs_the_setting_of_its_row():
+    cells = _cells(asrpt.single_sweep)
+    row = _row("A-SRPT", "Fig. 7: single-GPU share, AAIC")
+    _asrpt_75k_row(cells, row)
+    assert f"single-GPU share {_join(sorted(_axis(cells, 'workload.single_gpu_share'), reverse=True), 'g')}" in row
+    assert f"({len(cells)} cells)" in row
+
 def test_sjfbco_figures_run_the_setting_of_their_rows():
     cells = {f.id: _cells(f.sweep) for f in sjfbco.FIGURES}
     cl = _cluster(cells["fig4"][0])
