@@ -219,21 +219,25 @@ class GavelRoundPolicy(Policy):
             self._changed = False
         # 3. priorities, 4. greedy choice per type
         idx = {k: c for c, k in enumerate(types)}
+        rows = T.tolist()
         entries = []
         for k in self.type_order(types, T):
             per = []
+            c = idx[k]
+            wt = self.worker_time.get(k, 0.0)
             for i, j in enumerate(jobs):
-                if j.job_id not in self.alloc:
+                jid = j.job_id
+                if jid not in self.alloc:
                     continue  # arrived after the allocation: waits for the next one
-                x = self.alloc[j.job_id].get(k, 0.0)
-                if x <= 0 or T[i, idx[k]] <= 0:
+                x = self.alloc[jid].get(k, 0.0)
+                thr = rows[i][c]
+                if x <= 0 or thr <= 0:
                     prio = 0.0
                 else:
-                    wt = self.worker_time.get(k, 0.0)
-                    frac = self.time[j.job_id].get(k, 0.0) / wt if wt > 0 else 0.0
+                    frac = self.time[jid].get(k, 0.0) / wt if wt > 0 else 0.0
                     prio = x / frac if frac > 0 else x * 1e9
-                per.append((prio, x, -j.job_id, j, k, T[i, idx[k]]))
-            per.sort(key=lambda e: (e[0], e[1], e[2]), reverse=True)
+                per.append((prio, x, -jid, j, k, thr))
+            per.sort(reverse=True)  # by (priority, X, -job id): the job ids differ, so the Job is never compared
             entries += per
         left = dict(zip(types, workers.astype(int).tolist()))
         chosen: dict[int, str] = {}
@@ -275,12 +279,13 @@ class GavelRoundPolicy(Policy):
                 continue
             job = self.active[jid]
             g = job.gpus
-            servers = [m for m in of_type.get(chosen[jid], ()) if free[m]]
-            fits = [(len(free[m]), m) for m in servers if len(free[m]) >= g]
+            candidates = of_type.get(chosen[jid], ())
+            fits = [(n, m) for m in candidates if (n := len(free[m])) >= g]
             if fits:
                 m = min(fits)[1]  # the fewest free GPUs that hold the job, then the lowest server id
                 take = [(m, free[m][:g])]
             else:
+                servers = [m for m in candidates if free[m]]
                 take, need = [], g
                 for m in sorted(servers, key=lambda m: (-len(free[m]), m)):
                     n = min(need, len(free[m]))
