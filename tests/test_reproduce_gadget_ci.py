@@ -61,3 +61,32 @@ def test_fig4_runs_again_with_the_budget_read_literally():
     df = _fig4({"gadget": {500: [105, 106, 105], 4000: [110, 112, 111]}})
     ours, verdict = fig.claims[0].check(df, None)
     assert verdict == "reproduced (over the 95 % CI of the seeds)" and ours.startswith("gadget / best baseline: 500 jobs")
+
+
+def test_fig4_runs_again_with_lambda2_per_worker_slot():
+    """The lambda2 reading: the same draws, lambda2 divided by each job's zeta; its own sweep and claim."""
+    from pathlib import Path
+
+    from raytestbed.config import parse_trial
+    from raytestbed.traces.registry import load_workload
+
+    fig = next(f for f in gadget.figures() if f.id == "fig4-lambda2-slot")
+    sweep = fig.sweep(True)
+    assert [p.label for p in sweep.policies] == ["gadget", "fifo-ring", "drf", "las"]
+    assert sweep.name not in (gadget.fig4_sweep(True).name, gadget.fig4_sweep(True, budget="literal").name)
+    assert all("lambda2_unit" not in c.data["workload"] for c in gadget.fig4_sweep(True).cells())
+
+    def jobs(cell):
+        lt = parse_trial(cell.data, "cell", Path(cell.path))
+        cl = lt.cluster_config.build()
+        wl = dict(lt.trial.workload)
+        return load_workload(wl.pop("kind"), wl, cl, 1, lt.base_dir, lt.profiles)
+
+    per_iter, per_slot = jobs(gadget.fig4_sweep(True).cells()[0]), jobs(sweep.cells()[0])
+    assert len(per_iter) == len(per_slot) > 0
+    for a, b in zip(per_iter, per_slot):
+        assert b.extra["lambda2"] == a.extra["lambda2"] / a.extra["zeta"]
+        assert {k: v for k, v in a.extra.items() if k not in ("lambda2", "lambda2_unit")} == \
+            {k: v for k, v in b.extra.items() if k not in ("lambda2", "lambda2_unit")}
+        assert (a.arrival_s, a.iterations) == (b.arrival_s, b.iterations)
+    assert {j.extra["lambda2_unit"] for j in per_slot} == {"worker_slot"}

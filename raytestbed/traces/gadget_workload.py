@@ -21,6 +21,12 @@ F_i as worker-iterations (l_i = zeta_i: F_i / zeta_i worker-slots);
 ``literal`` reads F_i as worker-slots (F_i * zeta_i iterations; never binds
 within T = 200 slots).
 
+Units of lambda2: ``lambda2_unit: iteration`` (default, the paper's "sensitivity to iterations": the
+sigmoid's exponent is -lambda2 (zeta_i x worker-slots - lambda3), so with zeta_i >= 50 one worker-slot
+moves it by 50 lambda2 or more and the utility is close to a step at lambda3); ``worker_slot`` reads the
+drawn lambda2 per worker-slot of service instead: the job's per-iteration lambda2 is the draw / zeta_i,
+the exponent -draw (worker-slots - lambda3 / zeta_i). The same draws either way; only lambda2 differs.
+
 Each job is one ring-all-reduce stage whose ``iterations`` are worker-iterations
 (``Job.worker_iterations``: one step of a w-worker ring completes w of them, on every
 backend): the stage's forward time is slot_s / zeta_i (rounded down to about a microsecond,
@@ -41,6 +47,7 @@ discarded), so the jobs differ only in their model, step and zeta_i.
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt, field_validator, model_validator
@@ -71,6 +78,7 @@ class GadgetParams(LoaderParams):
     fixed_workers: tuple[PositiveInt, PositiveInt] = (1, 10)
     mem_gb: tuple[PositiveInt, PositiveInt] = (1, 8)
     lambda2: tuple[float, float] = Field((0.0, 1.0))
+    lambda2_unit: Literal["iteration", "worker_slot"] = "iteration"
     models: list[str] | None = Field(None, min_length=1)  #: profiled models, job i runs models[i % len]
 
     @field_validator("arrivals")
@@ -153,11 +161,13 @@ def gadget_workload(params: dict, ctx: WorkloadContext) -> list[Job]:
             model = "gadget-synthetic"
             prof = StageProfile(fwd_s=step_time(p.slot_s, zeta), bwd_s=0.0, out_bytes=0.0, param_bytes=0.0)
         budget_iters = f if p.budget_mode == "iterations" else int(f * zeta)
+        if p.lambda2_unit == "worker_slot":
+            lam2 = lam2 / zeta  # the utility's lambda2 is per iteration: a worker-slot is zeta iterations
         jobs.append(Job(
             job_id=jid, arrival_s=round(t, 6), iterations=int(budget_iters), stages=(Stage(fixed, prof),),
             comm=CommPattern.RAR, model=model, max_workers=n, worker_iterations=True,
             extra=dict(zeta=float(zeta), F=float(budget_iters), F_raw=f, b_bps=b, mem_gb=mem, lambda1=float(lam1),
                        lambda2=lam2, lambda3=float(lam3), N=n, fixed_workers=fixed, slot_s=p.slot_s,
-                       budget_mode=p.budget_mode),
+                       budget_mode=p.budget_mode, lambda2_unit=p.lambda2_unit),
         ))
     return jobs
