@@ -179,6 +179,9 @@ def test_gadget_figures_run_the_setting_of_their_rows():
     counts = " / ".join(str(n) for n in _axis(cells["fig4"], "workload.jobs"))
     assert f"{counts} jobs, {_seeds(cells['fig4'])}" in row and _seeds(cells["fig4-literal"]) in row
     assert {c.data["workload"]["budget_mode"] for c in cells["fig4-literal"]} == {"literal"}
+    assert _seeds(cells["fig4-lambda2-slot"]) in row and "`fig4-lambda2-slot`" in row
+    assert {c.data["workload"]["lambda2_unit"] for c in cells["fig4-lambda2-slot"]} == {"worker_slot"}
+    assert _axis(cells["fig4-lambda2-slot"], "workload.jobs") == _axis(cells["fig4"], "workload.jobs")
     n = cells["fig5"][0].data["workload"]
     assert f"Figs. 5–6, {n['jobs']} jobs over T = {n['slots']} slots, {_seeds(cells['fig5'])}" in _row("GADGET", "Figs. 5–6")
 
