@@ -143,10 +143,12 @@ def test_gavel_full_figures_run_the_setting_of_their_rows():
         counts[s.gpu_type] = counts.get(s.gpu_type, 0) + s.gpus
     cluster = " + ".join(f"{n} {t.upper()}" for t, n in counts.items())
     assert cluster in _section("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)")
-    row = _row("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)", "Figs. 8 and 9 in full")
-    for fig in gavel.FIGURES[:2]:
+    for fig, prefix in zip(gavel.FIGURES[:2], ("Fig. 8 in full, lower at every rate", "Fig. 9 in full")):
+        row = _row("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)", prefix)
         cells = _cells(fig.sweep)
-        text = f"{len(_axis(cells, 'rate_per_hour'))} rates, {len({c.seed for c in cells})} seeds each"
+        rates = _axis(cells, "rate_per_hour")
+        seeds = sorted({c.seed for c in cells})
+        text = f"{len(rates)} rates ({rates[0]:g}–{rates[-1]:.1f} jobs/h), {len(seeds)} seeds each ({seeds[0]}–{seeds[-1]})"
         assert text in row, text
 
 
