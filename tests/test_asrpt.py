@@ -174,6 +174,12 @@ def test_tau_zero_starts_at_once():
     a_min = pol._est.bounds(j)[0]
     assert rec[2].first_start_s == pytest.approx(60.0 + 4 / 8 * 20 * a_min)
     assert pol.delayed == 0
+    # the run's statistics: J started at once on its split placement for want of a window; the fillers
+    # each fit one server (within the COMM_HEAVY bound)
+    assert pol.run_stats() == {"asrpt_heavy_within_bound": 2, "asrpt_heavy_no_window": 1, "asrpt_delayed": 0}
+    waited = make_policy("asrpt-perfect", tau=10.0)
+    run(waited, fillers + [j], c)
+    assert waited.run_stats() == {"asrpt_heavy_within_bound": 2, "asrpt_heavy_no_window": 0, "asrpt_delayed": 1}
 
 
 @pytest.mark.parametrize("mode", ["blocking", "deferred"])
