@@ -51,7 +51,7 @@ def _throughput_rows(T: np.ndarray) -> csr_matrix:
     return csr_matrix(coo_matrix((T.ravel(), (r, c)), shape=(m, m * n)))
 
 
-def _solve(c, A_ub, b_ub, nvars) -> np.ndarray | None:
+def _solve(c, A_ub, b_ub) -> np.ndarray | None:
     res = linprog(c, A_ub=A_ub, b_ub=b_ub, bounds=(0, None), method="highs")
     return res.x if res.status == 0 else None
 
@@ -81,14 +81,14 @@ def _maximize_min(coef: np.ndarray, sf: np.ndarray, workers: np.ndarray) -> tupl
     b1 = np.concatenate([b, np.zeros(m)])
     c1 = np.zeros(m * n + 1)
     c1[-1] = -1.0
-    sol = _solve(c1, csr_matrix(A1), b1, m * n + 1)
+    sol = _solve(c1, csr_matrix(A1), b1)
     if sol is None:
         raise RuntimeError("max-min allocation LP did not solve")
     t = float(sol[-1])
     # tie-break: maximize sum_j G x s.t. G x >= t (1 - slack)
     A2 = vstack([A, -G])
     b2 = np.concatenate([b, -np.full(m, t * (1 - TIE_SLACK))])
-    x = _solve(-np.asarray(G.sum(axis=0)).ravel(), csr_matrix(A2), b2, m * n)
+    x = _solve(-np.asarray(G.sum(axis=0)).ravel(), csr_matrix(A2), b2)
     x = sol[:-1] if x is None else x
     return np.clip(x.reshape(m, n), 0.0, 1.0), t
 
@@ -145,7 +145,7 @@ def finish_time_fairness(T: np.ndarray, sf: np.ndarray, since_arrival: np.ndarra
         if np.any(slack <= 0):
             return None
         need = r / slack
-        return _solve(np.zeros(m * n), AG, np.concatenate([b, -need]), m * n)
+        return _solve(np.zeros(m * n), AG, np.concatenate([b, -need]))
 
     lo = float(np.max(t / D))
     hi = max(1.0, 2 * lo)
@@ -165,6 +165,6 @@ def finish_time_fairness(T: np.ndarray, sf: np.ndarray, since_arrival: np.ndarra
     # tie-break: most total throughput (normalised by the isolated one) at rho*
     need = r / (hi * D - t)
     x = _solve(-np.asarray(_throughput_rows(T / np.maximum(iso, 1e-300)[:, None]).sum(axis=0)).ravel(),
-               AG, np.concatenate([b, -need]), m * n)
+               AG, np.concatenate([b, -need]))
     x = x_hi if x is None else x
     return np.clip(x.reshape(m, n), 0.0, 1.0), hi

@@ -43,7 +43,7 @@ import pandas as pd
 
 from raytestbed.config import CLUSTER_CONFIG_DIR, parse_trial
 from raytestbed.experiments.papers import asrpt_table2 as pb
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, per_reading, run_seeds
+from raytestbed.experiments.papers.figure import NO_CELL_LOGS, TRIALS, Claim, Figure, cell_jobs, per_reading, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 from raytestbed.experiments.tables import ci95, pm
 from raytestbed.predict.evaluate import holdout_errors, prediction_errors
@@ -123,7 +123,7 @@ def _sweep(name: str, trace: str, trial, axis: Axis | None, quick: bool, extra: 
     prefix = "asrpt" if trace == WORKLOADS[0] else f"asrpt_{trace}"
     return Sweep(f"{prefix}_{name}", [trial], _lines(extra, readings), run_seeds(SEEDS, quick), "sim",
                  [axis] if axis else [],
-                 ["total_jct_s", "avg_jct_s"], log_events=False, log_decisions=False)
+                 ["total_jct_s", "avg_jct_s"], **NO_CELL_LOGS)
 
 
 def jobs_sweep(quick: bool, trace: str = "aaic") -> Sweep:

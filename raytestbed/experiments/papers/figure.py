@@ -16,6 +16,9 @@ from raytestbed.resources import package_dir
 
 #: The trial files the figures start from (``workloads/trials/``).
 TRIALS = package_dir("trials")
+#: Sweep arguments of every paper figure: no events.jsonl, no decisions.jsonl per cell (the tables read
+#: jobs.csv and summary.json; a full-size cell's logs run to 100 MB)
+NO_CELL_LOGS = {"log_events": False, "log_decisions": False}
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from raytestbed.core.cluster import Cluster
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, run_seeds
+from raytestbed.experiments.papers.figure import NO_CELL_LOGS, TRIALS, Claim, Figure, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 from raytestbed.experiments.tables import ci95, pm
 from raytestbed.placement.gvne import SlotJob, solve_exact, solve_greedy, solve_lp_rs_mde
@@ -121,7 +121,7 @@ def fig4_sweep(quick: bool, arrivals: str = "poisson", budget: str = BUDGETS[0],
         ("" if lambda2_unit == LAMBDA2_UNITS[0] else f"_lambda2_{lambda2_unit}")
     return Sweep(_name(fig, arrivals), [_trial(counts[0], _slots(quick), arrivals, budget, lambda2_unit)], lines,
                  run_seeds(SEEDS, quick),
-                 "sim", [Axis.field("workload.jobs", counts)], ["total_utility", "finished"], log_events=False, log_decisions=False)
+                 "sim", [Axis.field("workload.jobs", counts)], ["total_utility", "finished"], **NO_CELL_LOGS)
 
 
 def node_points(units: list[float]) -> tuple:
@@ -158,7 +158,7 @@ def _fig56(quick: bool, which: str, arrivals: str = "poisson") -> Sweep:
         axis = Axis("edge_units", edge_points([0.25, 1.0] if quick else [0.1, 0.25, 1.0, 4.0]))
     return Sweep(_name(f"fig{5 if which == 'node' else 6}", arrivals), [_trial(n, _slots(quick), arrivals)],
                  _lines(["gadget"]), run_seeds(SEEDS, quick),
-                 "sim", [axis], ["embedded_ratio", "embedded_of_candidates", "total_utility"], log_events=False, log_decisions=False)
+                 "sim", [axis], ["embedded_ratio", "embedded_of_candidates", "total_utility"], **NO_CELL_LOGS)
 
 
 def fig4_ours(df: pd.DataFrame, folder: Path) -> list[str]:

@@ -38,7 +38,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, run_seeds
+from raytestbed.experiments.papers.figure import NO_CELL_LOGS, TRIALS, Claim, Figure, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 from raytestbed.results.tables import md_table
 
@@ -99,7 +99,7 @@ def _sweep(fig: str, multi_gpu: bool):
         grid = [Axis("rate_per_hour", tuple(rate_point(r, quick) for r in _rates(fig, quick)))]
         seeds = run_seeds(SEEDS, quick or fig == "fig8-partial")
         return Sweep(f"gavel_{fig}", [trial], [PolicySpec(p, p) for p in POLICIES], seeds, "sim", grid,
-                     ["avg_jct_s", "unfinished"], log_events=False, log_decisions=False)
+                     ["avg_jct_s", "unfinished"], **NO_CELL_LOGS)
     return build
 
 

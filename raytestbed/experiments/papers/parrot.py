@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from raytestbed.config import parse_trial
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, per_reading, run_seeds
+from raytestbed.experiments.papers.figure import NO_CELL_LOGS, TRIALS, Claim, Figure, cell_jobs, per_reading, run_seeds
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
 from raytestbed.experiments import tables
 from raytestbed.experiments.tables import ci95, pm
@@ -100,21 +100,21 @@ METRICS = ["total_jct_s", "ratio_to_lb", "avg_cct_s"]
 def fig5_sweep(quick: bool) -> Sweep:
     lines = _lines(MAIN) if quick else [*_lines(SCHEMES), *_readings()]
     return Sweep("parrot_fig5", [_trial(quick)], lines, run_seeds(SEEDS, quick), "sim:flow", [GBPS],
-                 METRICS, log_events=False, log_decisions=False)
+                 METRICS, **NO_CELL_LOGS)
 
 
 def fig7_sweep(quick: bool) -> Sweep:
     etas = [1.0, 50.0] if quick else [1.0, 10.0, 50.0, 100.0]
     axis = Axis("eta_ms", tuple((e, {"policy_params.@network.observe_interval_s": e / 1e3 or None}) for e in etas))
     return Sweep("parrot_fig7", [_trial(quick)], _lines(MAIN if quick else SCHEMES), run_seeds(SEEDS, quick), "sim:flow",
-                 [GBPS, axis], METRICS, log_events=False, log_decisions=False)
+                 [GBPS, axis], METRICS, **NO_CELL_LOGS)
 
 
 def fig8_sweep(quick: bool) -> Sweep:
     thetas = [0.55, 0.9] if quick else [0.55, 0.65, 0.75, 0.85, 0.9, 0.95]
     lines = [PolicySpec(f"parrot[theta_max={t:g}]", "fifo+parrot", network_params={"theta_max": t}) for t in thetas]
     return Sweep("parrot_fig8", [_trial(quick)], [*lines, *_lines(["aalo", "lccf"])], run_seeds(SEEDS, quick), "sim:flow", [GBPS],
-                 METRICS, log_events=False, log_decisions=False)
+                 METRICS, **NO_CELL_LOGS)
 
 
 def fig9_sweep(quick: bool) -> Sweep:
@@ -122,7 +122,7 @@ def fig9_sweep(quick: bool) -> Sweep:
     t = _trial(quick, {"kind": "ms60_poisson", "arrival_scale": 1.0, "jobs": 100, "mean_gap_s": mus[0]})
     return Sweep("parrot_fig9", [t], _lines(MAIN) + ([] if quick else _readings()), run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.mean_gap_s", mus)], METRICS,
-                 log_events=False, log_decisions=False)
+                 **NO_CELL_LOGS)
 
 
 def fig10_sweep(quick: bool) -> Sweep:
@@ -130,7 +130,7 @@ def fig10_sweep(quick: bool) -> Sweep:
     return Sweep("parrot_fig10", [_trial(quick)], _lines(MAIN) + ([] if quick else _readings()),
                  run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.ps_max", deltas)], METRICS,
-                 log_events=False, log_decisions=False)
+                 **NO_CELL_LOGS)
 
 
 def fb_sweep(quick: bool) -> Sweep:
@@ -141,7 +141,7 @@ def fb_sweep(quick: bool) -> Sweep:
     t = parse_trial(data, "parrot fb", t.path)
     # one seed: the benchmark fixes every coflow's sizes, ports and arrival, so seeds give equal results
     return Sweep("parrot_fb", [t], _lines(MAIN), SEEDS[:1], "sim:flow", [Axis.field("cluster.nic_gbps", [10.0])],
-                 METRICS, log_events=False, log_decisions=False)
+                 METRICS, **NO_CELL_LOGS)
 
 
 def _with_share(df: pd.DataFrame, folder: Path) -> pd.DataFrame:

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from raytestbed.experiments.papers.figure import TRIALS, Claim, Figure, cell_jobs, ci_shape, run_seeds, shape
+from raytestbed.experiments.papers.figure import (NO_CELL_LOGS, TRIALS, Claim, Figure, cell_jobs, ci_shape,
+                                                  run_seeds, shape)
 from raytestbed.experiments.tables import ci95, pm
 from raytestbed.results.tables import md_table
 from raytestbed.experiments.spec import Axis, PolicySpec, Sweep, trial_with
@@ -52,14 +53,14 @@ def fig4_sweep(quick: bool) -> Sweep:
     if not quick:
         timings.append(("flow (emergent)", {"timing.mode": "flow", "timing.iterations_per_coflow": 50}))
     return Sweep("sjfbco_fig4", [trial_with(TRIAL, name="sjfbco_paper")], _lines(), run_seeds(SEEDS_FULL, quick), "sim",
-                 [Axis("timing", tuple(timings))], ["makespan_s", "avg_jct_s"], log_events=False, log_decisions=False)
+                 [Axis("timing", tuple(timings))], ["makespan_s", "avg_jct_s"], **NO_CELL_LOGS)
 
 
 def fig5_sweep(quick: bool) -> Sweep:
     kappas = [1, 2, 4, 8, 16, 32] if quick else list(range(1, 33))
     return Sweep("sjfbco_fig5", [trial_with(TRIAL, name="sjfbco_paper")], _lines(["sjf-bco"]),
                  run_seeds(SEEDS_FULL, quick), "sim",
-                 [Axis.field("policy_params.sjf-bco.kappa", kappas)], ["makespan_s"], log_events=False, log_decisions=False)
+                 [Axis.field("policy_params.sjf-bco.kappa", kappas)], ["makespan_s"], **NO_CELL_LOGS)
 
 
 def first_servers(n: int) -> list[dict]:
@@ -79,13 +80,13 @@ def fig6_sweep(quick: bool) -> Sweep:
     points = tuple((n, {"cluster.servers": first_servers(n), "policy_params.@placement.horizon_s": 1500})
                    for n in counts)
     return Sweep("sjfbco_fig6", [trial_with(TRIAL, name="sjfbco_paper")], _lines(), run_seeds(SEEDS_FULL, quick), "sim",
-                 [Axis("servers", points)], ["makespan_s", "avg_jct_s"], log_events=False, log_decisions=False)
+                 [Axis("servers", points)], ["makespan_s", "avg_jct_s"], **NO_CELL_LOGS)
 
 
 def fig7_sweep(quick: bool) -> Sweep:
     line = PolicySpec("sjf-bco[kappa=1]", "sjf-bco", {"kappa": 1})
     return Sweep("sjfbco_fig7", [trial_with(TRIAL, name="sjfbco_paper")], [line], run_seeds(SEEDS_FULL, quick), "sim",
-                 [Axis.field("policy_params.sjf-bco.lam", [1.0, 2.0, 4.0, 8.0])], ["makespan_s"], log_events=False, log_decisions=False)
+                 [Axis.field("policy_params.sjf-bco.lam", [1.0, 2.0, 4.0, 8.0])], ["makespan_s"], **NO_CELL_LOGS)
 
 
 def fig4_ours(df: pd.DataFrame, folder: Path) -> list[str]:
