@@ -143,7 +143,7 @@ def test_gavel_full_figures_run_the_setting_of_their_rows():
         counts[s.gpu_type] = counts.get(s.gpu_type, 0) + s.gpus
     cluster = " + ".join(f"{n} {t.upper()}" for t, n in counts.items())
     assert cluster in _section("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)")
-    for fig, prefix in zip(gavel.FIGURES[:2], ("Fig. 8 in full, lower at every rate", "Fig. 9 in full")):
+    for fig, prefix in zip(gavel.FIGURES[:2], ("Fig. 8 in full, lower at every rate", "Fig. 9 in full, lower at every rate")):
         row = _row("Gavel (Figures 8 and 9: LAS vs heterogeneity-aware LAS)", prefix)
         cells = _cells(fig.sweep)
         rates = _axis(cells, "rate_per_hour")
