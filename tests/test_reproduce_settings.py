@@ -125,7 +125,8 @@ def test_sjfbco_figures_run_the_setting_of_their_rows():
 def test_parrot_figures_run_the_setting_of_their_rows():
     cells = {f.id: _cells(f.sweep) for f in parrot.FIGURES}
     assert f"{len(_cluster(cells['fig5'][0]).servers)} servers" in _section("Parrot")
-    for fig, prefix in (("fig5", "Fig. 5, scale"), ("fig9", "Fig. 9:"), ("fig10", "Fig. 10:")):
+    for fig, prefix in (("fig5", "Fig. 5, scale"), ("fig5-full-iterations", "Fig. 5 with every trace iteration:"),
+                        ("fig9", "Fig. 9:"), ("fig10", "Fig. 10:")):
         wl = cells[fig][0].data["workload"]
         assert f"scale {wl['iteration_scale']:g}" in _row("Parrot", prefix) and _seeds(cells[fig]) in _row("Parrot", prefix)
     mus = ", ".join(str(v) for v in _axis(cells["fig9"], "workload.mean_gap_s"))
@@ -133,7 +134,10 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     assert f"μ = {mus} s" in _row("Parrot", "Fig. 9:")
     deltas = ", ".join(str(v) for v in _axis(cells["fig10"], "workload.ps_max"))
     assert f"Δ = {deltas}" in _row("Parrot", "Fig. 10:")
-    assert {p.label for p in parrot.fig5_sweep(False).policies} >= set(parrot.SCHEMES) | set(parrot.READINGS)
+    for fig in ("fig5", "fig5-full-iterations"):
+        assert {c.policy for c in cells[fig]} >= set(parrot.SCHEMES) | set(parrot.READINGS)
+    full = cells["fig5-full-iterations"][0].data["workload"]
+    assert full["iteration_scale"] == full["arrival_scale"] == 1.0  # "iterations and arrivals as in the trace"
 
 
 def test_gavel_full_figures_run_the_setting_of_their_rows():
