@@ -136,6 +136,16 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     assert f"Δ = {deltas}" in _row("Parrot", "Fig. 10:")
     for fig in ("fig5", "fig5-full-iterations"):
         assert {c.policy for c in cells[fig]} >= set(parrot.SCHEMES) | set(parrot.READINGS)
+    scales = _axis(cells["fig5-scales"], "iteration_scale")
+    row = _row("Parrot", "Fig. 5, 10G: 5 iteration scales")
+    assert f"{len(scales)} iteration scales ({_join(scales, 'g')}, arrivals compressed alike)" in row
+    assert _seeds(cells["fig5-scales"]) in row and f"{len(cells['fig5-scales']) // 3} runs" in row
+    load = cells["fig5-load"]
+    arrivals = _axis(load, "workload.arrival_scale")
+    row = _row("Parrot", "Fig. 5 lower bound against the load")
+    assert f"scale {load[0].data['workload']['iteration_scale']:g}, 10G" in row and _seeds(load) in row
+    assert f"(arrival scale {arrivals[0]:g}) to {arrivals[-1] / arrivals[0]:g} × ({arrivals[-1]:g})" in row
+    assert {dict(c.point)["cluster.nic_gbps"] for c in [*load, *cells["fig5-scales"]]} == {10.0}
     full = cells["fig5-full-iterations"][0].data["workload"]
     assert full["iteration_scale"] == full["arrival_scale"] == 1.0  # "iterations and arrivals as in the trace"
 
