@@ -198,6 +198,12 @@ def test_gadget_figures_run_the_setting_of_their_rows():
     assert _seeds(cells["fig4-lambda2-slot"]) in row and "`fig4-lambda2-slot`" in row
     assert {c.data["workload"]["lambda2_unit"] for c in cells["fig4-lambda2-slot"]} == {"worker_slot"}
     assert _axis(cells["fig4-lambda2-slot"], "workload.jobs") == _axis(cells["fig4"], "workload.jobs")
+    real = _row("GADGET", "Fig. 4 with a real trace's arrival pattern")
+    for arrivals in gadget.WORKLOADS[1:]:
+        fig4 = next(f for f in gadget.figures(arrivals) if f.id == "fig4")
+        real_cells = _cells(fig4.sweep)
+        assert f"{counts} jobs, {_seeds(real_cells)}" in real, arrivals
+        assert f"--workload {arrivals}`" in real or f"`{arrivals}`" in real, arrivals
     n = cells["fig5"][0].data["workload"]
     assert f"Figs. 5–6, {n['jobs']} jobs over T = {n['slots']} slots, {_seeds(cells['fig5'])}" in _row("GADGET", "Figs. 5–6")
 
