@@ -126,7 +126,8 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     cells = {f.id: _cells(f.sweep) for f in parrot.FIGURES}
     assert f"{len(_cluster(cells['fig5'][0]).servers)} servers" in _section("Parrot")
     for fig, prefix in (("fig5", "Fig. 5, scale"), ("fig5-full-iterations", "Fig. 5 with every trace iteration:"),
-                        ("fig9", "Fig. 9:"), ("fig10", "Fig. 10:")):
+                        ("fig9", "Fig. 9:"), ("fig10", "Fig. 10:"),
+                        ("fig10-full-iterations", "Fig. 10 with every trace iteration:")):
         wl = cells[fig][0].data["workload"]
         assert f"scale {wl['iteration_scale']:g}" in _row("Parrot", prefix) and _seeds(cells[fig]) in _row("Parrot", prefix)
     mus = ", ".join(str(v) for v in _axis(cells["fig9"], "workload.mean_gap_s"))
@@ -134,6 +135,8 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     assert f"μ = {mus} s" in _row("Parrot", "Fig. 9:")
     deltas = ", ".join(str(v) for v in _axis(cells["fig10"], "workload.ps_max"))
     assert f"Δ = {deltas}" in _row("Parrot", "Fig. 10:")
+    assert _axis(cells["fig10-full-iterations"], "workload.ps_max") == _axis(cells["fig10"], "workload.ps_max")
+    assert f"Δ = {deltas}" in _row("Parrot", "Fig. 10 with every trace iteration:")
     for fig in ("fig5", "fig5-full-iterations"):
         assert {c.policy for c in cells[fig]} >= set(parrot.SCHEMES) | set(parrot.READINGS)
     scales = _axis(cells["fig5-scales"], "iteration_scale")
