@@ -285,7 +285,7 @@ class AsrptPolicy(Policy):
         self.order: list[int] = []  #: job ids in the order they were started (for tests and logs)
         self.predictions: dict[int, int] = {}  #: job id -> ñ_i at arrival (Policy.predictions)
         self.delayed = 0  #: jobs that entered a delay window
-        self.heavy_at_bound = 0  #: comm-heavy jobs started at once: their placement within COMM_HEAVY x alpha~min
+        self.heavy_within_bound = 0  #: comm-heavy jobs started at once: their placement within COMM_HEAVY x alpha~min
         self.heavy_no_window = 0  #: comm-heavy jobs started at once on a worse placement: window tau p_virt = 0
 
     def run_stats(self) -> dict[str, int]:
@@ -293,7 +293,7 @@ class AsrptPolicy(Policy):
         (Algorithm 1 L8), those started at once because their placement is within the COMM_HEAVY bound
         (L12-L13), those started at once on a worse one because their delay window tau x p_virt is 0
         (e.g. predicted 0 iterations), and those that entered a window (L16-L20)."""
-        return {"asrpt_heavy_within_bound": self.heavy_at_bound, "asrpt_heavy_no_window": self.heavy_no_window,
+        return {"asrpt_heavy_within_bound": self.heavy_within_bound, "asrpt_heavy_no_window": self.heavy_no_window,
                 "asrpt_delayed": self.delayed}
 
     # ----------------------------------------------------------------- events
@@ -398,7 +398,7 @@ class AsrptPolicy(Policy):
                 # L12-L13: eq. (7) over eq. (7) -- alpha is uncalibrated, so is the denominator
                 # (the calibration factor would cancel: alpha f / (alpha~min f))
                 if alpha / info.a_min_model <= self.comm_heavy:
-                    self.heavy_at_bound += 1
+                    self.heavy_within_bound += 1
                     out.append(self._start(job, pool, sel))
                     continue
                 window = self.tau * info.p_virt  # L16

@@ -98,6 +98,11 @@ def _trial(quick: bool, workload: dict | None = None, servers: int | None = None
     return trial_with(TRIAL, over, name="parrot")
 
 
+def _sweep_name(fig: str, quick: bool, scale: float | None) -> str:
+    """A figure's sweep name, with the scale when it runs at its own (``--quick`` keeps the figure's)."""
+    return f"parrot_{fig}" if scale is None or quick else f"parrot_{fig}_scale{scale:g}"
+
+
 def _lines(schemes: list[str]) -> list[PolicySpec]:
     return [PolicySpec(s, f"fifo+{s}") for s in schemes]
 
@@ -109,8 +114,7 @@ METRICS = ["total_jct_s", "ratio_to_lb", "avg_cct_s"]
 def fig5_sweep(quick: bool, scale: float | None = None) -> Sweep:
     """Fig. 5 at the figures' scale, or at iteration (and arrival) ``scale`` (``--quick`` keeps its own)."""
     lines = _lines(MAIN) if quick else [*_lines(SCHEMES), *_readings()]
-    name = "parrot_fig5" if scale is None or quick else f"parrot_fig5_scale{scale:g}"
-    return Sweep(name, [_trial(quick, scale=scale)], lines, run_seeds(SEEDS, quick), "sim:flow", [GBPS],
+    return Sweep(_sweep_name("fig5", quick, scale), [_trial(quick, scale=scale)], lines, run_seeds(SEEDS, quick), "sim:flow", [GBPS],
                  METRICS, **NO_CELL_LOGS)
 
 
@@ -135,8 +139,7 @@ def fig5_load_sweep(quick: bool) -> Sweep:
     """Fig. 5 at 10 Gbps, iteration scale :data:`LOAD_ITERATION_SCALE`, arrivals stretched over
     :data:`ARRIVAL_SCALES` (``--quick``: the first and the last)."""
     arrivals = [ARRIVAL_SCALES[0], ARRIVAL_SCALES[-1]] if quick else ARRIVAL_SCALES
-    t = _trial(quick, {"iteration_scale": LOAD_ITERATION_SCALE})
-    return Sweep("parrot_fig5_load", [t], _lines(MAIN), run_seeds(SEEDS, quick), "sim:flow",
+    return Sweep("parrot_fig5_load", [_trial(quick, scale=LOAD_ITERATION_SCALE)], _lines(MAIN), run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.arrival_scale", arrivals)], METRICS,
                  **NO_CELL_LOGS)
 
@@ -166,8 +169,7 @@ def fig9_sweep(quick: bool) -> Sweep:
 def fig10_sweep(quick: bool, scale: float | None = None) -> Sweep:
     """Fig. 10 at the figures' scale, or at iteration (and arrival) ``scale`` (``--quick`` keeps its own)."""
     deltas = [1, 8] if quick else [1, 4, 16]
-    name = "parrot_fig10" if scale is None or quick else f"parrot_fig10_scale{scale:g}"
-    return Sweep(name, [_trial(quick, scale=scale)], _lines(MAIN) + ([] if quick else _readings()),
+    return Sweep(_sweep_name("fig10", quick, scale), [_trial(quick, scale=scale)], _lines(MAIN) + ([] if quick else _readings()),
                  run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.ps_max", deltas)], METRICS,
                  **NO_CELL_LOGS)
