@@ -159,6 +159,14 @@ class TimingConfig(_Strict):
     restore_s: NonNegativeFloat = Field(
         0.0, description="seconds a job spends restoring its checkpoint each time it starts again after a "
         "preemption, a failure or a resize (holding its GPUs, no progress; analytic timing)")
+    compute_noise: NonNegativeFloat = Field(
+        0.0, description="flow timing, jobs run worker by worker: multiply every forward and backward pass's "
+        "profiled charge by a lognormal factor of mean 1 and this coefficient of variation (e.g. 0.02), drawn "
+        "from the run's seed: how a result moves under the pass-to-pass jitter real compute has (docs/emulator.md, "
+        "'Real compute'). 0 = none; fast-forward is off with noise")
+    compute_noise_seed: NonNegativeInt = Field(
+        0, description="with compute_noise: seeds the noise's draws together with the run's seed (sweep it for "
+        "other draws on the same jobs)")
     until_s: PositiveFloat | None = Field(
         None, description="simulator: stop the clock at this simulated time, seconds (GADGET's horizon T = slots x "
         "slot_s); jobs still running then count as unfinished and keep their progress (summary total_utility)")

@@ -316,7 +316,7 @@ def run_into(
     try:
         res = runner.run(TrialRun(cluster, jobs, policy, netpol, trial, faults, model, speeds, on_event=on_event,
                                     on_decisions=on_decisions if log_decisions else None, progress=progress, on_books=on_books,
-                                    profiles=loaded.profiles))
+                                    profiles=loaded.profiles, seed=seed))
     finally:
         bar.close()
         events.close()

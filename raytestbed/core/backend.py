@@ -62,6 +62,7 @@ class TrialRun:
     #: the trial's per-layer model profiles by model name (real compute maps stages to layers with them);
     #: None: the shipped ones
     profiles: Mapping[str, ModelProfile] | None = None
+    seed: int = 0  #: the run's seed (the simulator's compute noise draws from it)
 
     @property
     def policies(self) -> list[Policy]:

@@ -340,6 +340,9 @@ class EmuBackend:
         if trial.timing.until_s is not None:
             return ("timing.until_s: only the sim backend stops at a horizon (the emulator runs every job "
                     "to its end)")
+        if trial.timing.compute_noise > 0:
+            return ("timing.compute_noise: only the sim backend draws compute noise (the emulator's replay charges "
+                    "the profile exactly; its real compute has its own jitter)")
         return None
 
     @contextlib.contextmanager

@@ -11,7 +11,9 @@ the worker program (:mod:`raytestbed.execution.worker_program`) is the same what
   factor of the worker's GPU type (``spec.speed``), times the simulator's ``scale``; transfers have
   the profiled sizes (A-SRPT §III-B: A_s / (k_s k_{s+1}) activation bytes per slice, h/k bytes per
   ring chunk, h / #PS per PS shard) and carry zero buffers standing for them (at most
-  ``replay_payload_bytes``; none at all in the simulator).
+  ``replay_payload_bytes``; none at all in the simulator). With ``noise`` (the simulator's
+  ``timing.compute_noise``) each charge is multiplied by a draw of mean 1 (:func:`lognormal_noise`):
+  the pass-to-pass jitter real compute has, on the simulator's clock.
 * :class:`RealCompute`: the passes run a stage's layers on real tensors (a
   :class:`~raytestbed.emu.executors.compute.RealStage`, built by the emulator) and are charged
   their measured time at the emulated GPU's speed, divided by the speed factor of its type;
@@ -29,6 +31,7 @@ part)) -> (payload, meta, nbytes)``; ``received(request, data)`` with the ``(pay
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import NamedTuple
 
 import numpy as np
@@ -45,6 +48,15 @@ class Charge(NamedTuple):
     cpu_s: float = 0.0
 
 
+def lognormal_noise(cv: float, seed) -> Callable[[], float]:
+    """Multiplicative noise of mean 1 and coefficient of variation ``cv``: a lognormal with
+    sigma^2 = ln(1 + cv^2) and mu = -sigma^2 / 2, drawn from ``numpy.random.default_rng(seed)``
+    (``seed``: an int or a sequence of ints)."""
+    rng = np.random.default_rng(seed)
+    sigma = float(np.sqrt(np.log1p(cv * cv)))
+    return lambda: float(rng.lognormal(-sigma * sigma / 2.0, sigma))
+
+
 class ReplayCompute:
     """Profiled charges and sizes (module docstring).
 
@@ -53,19 +65,22 @@ class ReplayCompute:
         scale: each mini-batch stands for this many (the simulator's ``iterations_per_coflow``:
             compute charged ``scale`` times; the driver's backend scales the bytes).
         payloads: move zero buffers (the emulator) or nothing (the simulator).
+        noise: a factor per pass (:func:`lognormal_noise`) the charge is multiplied by; None: none.
     """
 
-    def __init__(self, spec, scale: int = 1, payloads: bool = True) -> None:
+    def __init__(self, spec, scale: int = 1, payloads: bool = True,
+                 noise: Callable[[], float] | None = None) -> None:
         self.spec = spec
         self.scale = scale
         self.payloads = payloads
+        self.noise = noise
         self._cap = getattr(spec, "replay_payload_bytes", None)
         self._zeros: dict[int, np.ndarray] = {}
         self._pieces: dict[int, list[int]] = {}
 
     def compute(self, kind: str, i: int) -> Charge:
         p = (self.spec.profile.fwd_s if kind == "fwd" else self.spec.profile.bwd_s) / self.spec.speed
-        return Charge(p * self.scale, p)
+        return Charge(p * self.scale * (self.noise() if self.noise is not None else 1.0), p)
 
     def outbound(self, data: tuple):
         what, i, part = data

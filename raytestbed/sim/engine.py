@@ -160,7 +160,11 @@ class Simulator(EventCore):
         restore_s: seconds a restarted job (after a preemption, failure or resize) spends restoring
             its checkpoint on its new GPUs before it progresses.
         fast_forward: flow timing: skip whole periods of steady worker-by-worker runs where the
-            result is the same (:mod:`raytestbed.sim.fastforward`; off with a network policy).
+            result is the same (:mod:`raytestbed.sim.fastforward`; off with a network policy and with
+            compute noise).
+        compute_noise: flow timing, jobs run worker by worker: every pass's charge times a noise factor
+            of mean 1 and this coefficient of variation (:mod:`raytestbed.sim.pipeline_workers`); 0: none.
+        noise_seed: the compute noise's seed (the run's seed and ``timing.compute_noise_seed``).
     """
 
     #: flow timing: a worker-by-worker run's steps due at one instant start together, and its transfers
@@ -186,6 +190,8 @@ class Simulator(EventCore):
         speeds: GpuSpeeds | None = None,
         restore_s: float = 0.0,
         fast_forward: bool = True,
+        compute_noise: float = 0.0,
+        noise_seed: tuple[int, ...] = (),
     ) -> None:
         if mode not in ("analytic", "flow"):
             raise ValueError(f"unknown timing mode {mode!r} (known: analytic, flow)")
@@ -216,8 +222,10 @@ class Simulator(EventCore):
         self._retime = False  #: events were delivered since the flows were last re-timed
         self._coflows_synced = None
         #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
+        self.compute_noise = float(compute_noise)
+        self.noise_seed = tuple(int(x) for x in noise_seed)
         self.ff = FastForward() if (fast_forward and mode == "flow" and network_policy is None
-                                    and schedule != "coflows") else None
+                                    and schedule != "coflows" and self.compute_noise == 0) else None
         if mode == "flow":
             self.known_flow = lambda fid: self._net.row_of(fid) is not None
             self.state.coflow_sync = self._sync_coflows
@@ -568,7 +576,8 @@ class Simulator(EventCore):
         return WorkerRun(job, placement, self.cluster, n, self.state.now, start_flows,
                            lambda uids, shares: net.set_shares(jid, uids, shares), wake_at, iteration_at,
                            coflow_event, scale=self.q, start_iteration=int(round(self.done_iters[jid])),
-                           speeds=self.speeds)
+                           speeds=self.speeds, compute_noise=self.compute_noise,
+                           noise_seed=self.noise_seed)
 
     def _worker_flows_done(self, ranks: np.ndarray, uids: np.ndarray) -> None:
         """Hand the ended flows (``ranks``: their jobs' ranks, non-decreasing) of worker-by-worker runs to

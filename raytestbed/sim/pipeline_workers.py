@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.job import CommPattern, Job
 from raytestbed.core.placement import Placement
-from raytestbed.execution.compute import ReplayCompute
+from raytestbed.execution.compute import ReplayCompute, lognormal_noise
 from raytestbed.execution.driver import Block, Driver, Outbound
 from raytestbed.execution.monitor import RunMonitor
 from raytestbed.execution.plan import PsSpec, WorkerSpec, plan_job
@@ -130,12 +130,16 @@ class WorkerRun:
         start_iteration: the job's iterations done before this run (names the coflows).
         speeds: the trial's per-type speeds: each worker computes at its GPU type's factor
             (:func:`~raytestbed.execution.plan.plan_job`); None: the cluster's ``gpu_speed``.
+        compute_noise: coefficient of variation of a noise factor of mean 1 on every pass's charge
+            (:func:`~raytestbed.execution.compute.lognormal_noise`; ``timing.compute_noise``); 0: none.
+        noise_seed: the noise's seed; each participant of each run draws from it with its job, first
+            iteration and index.
     """
 
     def __init__(self, job: Job, placement: Placement, cluster: Cluster, iterations: int, start_s: float,
                  start_flows: Callable, set_shares: Callable, wake_at: Callable, iteration_at: Callable,
                  coflow_event: Callable | None = None, scale: int = 1, start_iteration: int = 0,
-                 speeds=None) -> None:
+                 speeds=None, compute_noise: float = 0.0, noise_seed: tuple[int, ...] = ()) -> None:
         plan = plan_job(job, placement, cluster, iterations=iterations, mode="replay", start_iteration=start_iteration,
                         speeds=speeds)
         self.scale = scale
@@ -150,7 +154,11 @@ class WorkerRun:
         self._coflows = CoflowBook()  #: coflows started and not complete (:mod:`raytestbed.network.coflow_book`)
 
         def participant(i: int, spec, server: int, program) -> _Worker:
-            driver = Driver(program, spec, ReplayCompute(spec, scale, payloads=False), start_s, iterations)
+            # each participant of each run draws its own noise
+            noise = (lognormal_noise(compute_noise, (*noise_seed, job.job_id, start_iteration, i))
+                     if compute_noise > 0 else None)
+            driver = Driver(program, spec, ReplayCompute(spec, scale, payloads=False, noise=noise), start_s,
+                            iterations)
             return _Worker(i, spec, spec.gpu, server, driver)
 
         self.workers = [participant(i, w, cluster.server_of(w.gpu), stage_program) for i, w in enumerate(plan.workers)]

@@ -19,10 +19,11 @@ Scale: ``iteration_scale`` simulates that fraction of each job's trace iteration
 ``--quick`` 0.002) and ``arrival_scale`` compresses the trace arrivals by the same factor, so
 the jobs overlap as in the full trace (the load) while the event count drops. The paper does not
 say which fraction it simulated; ``fig5-full-iterations`` runs Figs. 5-6 with every trace iteration
-at the trace's own arrivals (scale 1, about 100 s per cell), ``fig10-full-iterations`` Fig. 10 alike; ``fig5-scales`` runs Fig. 5 at 10 Gbps over
-five scales, ``fig5-load`` at scale 0.002 with the arrivals stretched (the load falls, the lower bound
-stays). A full run has seeds
-1-5 (:data:`SEEDS`) and judges every claim over the 95 % CI of the seeds; ``--quick`` runs seed 1.
+at the trace's own arrivals (scale 1, about 100 s per cell), ``fig7-full-iterations`` to
+``fig10-full-iterations`` Figs. 7-10 alike (Fig. 9's Poisson arrivals are in simulated seconds at
+every scale); ``fig5-scales`` runs Fig. 5 at 10 Gbps over five scales, ``fig5-load`` at scale 0.002
+with the arrivals stretched (the load falls, the lower bound stays). A full run has seeds 1-5
+(:data:`SEEDS`) and judges every claim over the 95 % CI of the seeds; ``--quick`` runs seed 1.
 """
 
 from __future__ import annotations
@@ -144,24 +145,28 @@ def fig5_load_sweep(quick: bool) -> Sweep:
                  **NO_CELL_LOGS)
 
 
-def fig7_sweep(quick: bool) -> Sweep:
+def fig7_sweep(quick: bool, scale: float | None = None) -> Sweep:
+    """Fig. 7 at the figures' scale, or at iteration (and arrival) ``scale`` (``--quick`` keeps its own)."""
     etas = [1.0, 50.0] if quick else [1.0, 10.0, 50.0, 100.0]
     axis = Axis("eta_ms", tuple((e, {"policy_params.@network.observe_interval_s": e / 1e3 or None}) for e in etas))
-    return Sweep("parrot_fig7", [_trial(quick)], _lines(MAIN if quick else SCHEMES), run_seeds(SEEDS, quick), "sim:flow",
+    return Sweep(_sweep_name("fig7", quick, scale), [_trial(quick, scale=scale)], _lines(MAIN if quick else SCHEMES), run_seeds(SEEDS, quick), "sim:flow",
                  [GBPS, axis], METRICS, **NO_CELL_LOGS)
 
 
-def fig8_sweep(quick: bool) -> Sweep:
+def fig8_sweep(quick: bool, scale: float | None = None) -> Sweep:
+    """Fig. 8 at the figures' scale, or at iteration (and arrival) ``scale`` (``--quick`` keeps its own)."""
     thetas = [0.55, 0.9] if quick else [0.55, 0.65, 0.75, 0.85, 0.9, 0.95]
     lines = [PolicySpec(f"parrot[theta_max={t:g}]", "fifo+parrot", network_params={"theta_max": t}) for t in thetas]
-    return Sweep("parrot_fig8", [_trial(quick)], [*lines, *_lines(["aalo", "lccf"])], run_seeds(SEEDS, quick), "sim:flow", [GBPS],
+    return Sweep(_sweep_name("fig8", quick, scale), [_trial(quick, scale=scale)], [*lines, *_lines(["aalo", "lccf"])], run_seeds(SEEDS, quick), "sim:flow", [GBPS],
                  METRICS, **NO_CELL_LOGS)
 
 
-def fig9_sweep(quick: bool) -> Sweep:
+def fig9_sweep(quick: bool, scale: float | None = None) -> Sweep:
+    """Fig. 9 at the figures' iteration scale, or at iteration ``scale`` (the Poisson arrivals are in
+    simulated seconds at every scale; ``--quick`` keeps its own)."""
     mus = [0.1, 1.0] if quick else [0.1, 0.4, 1.0]
-    t = _trial(quick, {"kind": "ms60_poisson", "arrival_scale": 1.0, "jobs": 100, "mean_gap_s": mus[0]})
-    return Sweep("parrot_fig9", [t], _lines(MAIN) + ([] if quick else _readings()), run_seeds(SEEDS, quick), "sim:flow",
+    t = _trial(quick, {"kind": "ms60_poisson", "arrival_scale": 1.0, "jobs": 100, "mean_gap_s": mus[0]}, scale=scale)
+    return Sweep(_sweep_name("fig9", quick, scale), [t], _lines(MAIN) + ([] if quick else _readings()), run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.mean_gap_s", mus)], METRICS,
                  **NO_CELL_LOGS)
 
@@ -367,6 +372,8 @@ FIG5_CLAIMS = (
 FIG5_10G_CLAIM = Claim("Parrot up to 58.4 % below Aalo and 91.3 % below LCCF (10G)",
                        _best_everywhere(paper_max={"aalo": 58.4, "lccf": 91.3}))
 
+FIG9_CLAIMS = (Claim("10G: Parrot always best, up to 61.6 % below Aalo, 80.9 % below LCCF",
+                     _per_reading(_best_everywhere(paper_max={"aalo": 61.6, "lccf": 80.9}))),)
 FIG10_CLAIMS = (
     Claim("10G: Parrot best everywhere, up to 51.9 % below Aalo, 73.2 % below LCCF",
           _per_reading(_best_everywhere(paper_max={"aalo": 51.9, "lccf": 73.2}))),
@@ -389,12 +396,19 @@ FIGURES = [
            claims=(FIG5_10G_CLAIM, Claim("Parrot at most 2.75x the lower bound", _lb_by_load(2.75)))),
     Figure("parrot", "fig7", "observation interval eta", PAPER["fig7"], fig7_sweep, ours, default=False,
            quick_note="eta in {1, 50} ms, main schemes"),
+    Figure("parrot", "fig7-full-iterations", "Fig. 7 with every trace iteration simulated (iteration and arrival "
+           "scale 1)", PAPER["fig7"], lambda q: fig7_sweep(q, FULL_ITERATIONS), ours, default=False,
+           quick_note="eta in {1, 50} ms, main schemes"),
     Figure("parrot", "fig8", "Parrot's theta_max", PAPER["fig8"], fig8_sweep, ours, default=False,
            quick_note="theta_max in {0.55, 0.9}"),
+    Figure("parrot", "fig8-full-iterations", "Fig. 8 with every trace iteration simulated (iteration and arrival "
+           "scale 1)", PAPER["fig8"], lambda q: fig8_sweep(q, FULL_ITERATIONS), ours, default=False,
+           quick_note="theta_max in {0.55, 0.9}"),
     Figure("parrot", "fig9", "100-job Poisson workload, mean gap mu (10 Gbps)", PAPER["fig9"], fig9_sweep, ours,
-           quick_note="mu in {0.1, 1.0} s",
-           claims=(Claim("10G: Parrot always best, up to 61.6 % below Aalo, 80.9 % below LCCF",
-                         _per_reading(_best_everywhere(paper_max={"aalo": 61.6, "lccf": 80.9}))),)),
+           quick_note="mu in {0.1, 1.0} s", claims=FIG9_CLAIMS),
+    Figure("parrot", "fig9-full-iterations", "Fig. 9 with every trace iteration simulated (iteration scale 1)",
+           PAPER["fig9"], lambda q: fig9_sweep(q, FULL_ITERATIONS), ours, default=False,
+           quick_note="mu in {0.1, 1.0} s", claims=FIG9_CLAIMS),
     Figure("parrot", "fig10", "PSs per job uniform in [1, Delta] (10 Gbps)", PAPER["fig10"], fig10_sweep, ours,
            quick_note="Delta in {1, 8}", claims=FIG10_CLAIMS),
     Figure("parrot", "fig10-full-iterations", "Fig. 10 with every trace iteration simulated (iteration and arrival "
