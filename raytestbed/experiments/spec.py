@@ -37,7 +37,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from raytestbed.config import LoadedTrial, load_trial, parse_trial, read_yaml
+from raytestbed.config import DEFAULTS_AS_BEFORE, LoadedTrial, load_trial, parse_trial, read_yaml
 from raytestbed.errors import ConfigError
 from raytestbed.resources import resolve
 from raytestbed.schedulers.base import available_policies
@@ -174,15 +174,28 @@ class Cell:
 
     @property
     def fingerprint(self) -> str:
-        """A hash of everything that determines the cell's result (the trial, policy, seed, backend)."""
-        blob = json.dumps({"data": self.data, "pair": self.pair, "seed": self.seed, "backend": self.backend,
-                           "path": self.path}, sort_keys=True, default=str)
+        """A hash of everything that determines the cell's result (the trial, policy, seed, backend); the
+        settings of :data:`~raytestbed.config.DEFAULTS_AS_BEFORE` count only away from their default."""
+        blob = json.dumps({"data": _without_defaults_as_before(self.data), "pair": self.pair, "seed": self.seed,
+                           "backend": self.backend, "path": self.path}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
     def describe(self) -> dict[str, Any]:
         """The identifying columns of the cell's row in ``sweep.csv``."""
         return {"trial": self.trial, **{a: v for a, v in self.point}, "policy": self.policy, "seed": self.seed,
                 "cell": self.key}
+
+
+def _without_defaults_as_before(data: dict[str, Any]) -> dict[str, Any]:
+    """``data`` without the settings of :data:`~raytestbed.config.DEFAULTS_AS_BEFORE` that hold their default
+    (copies only the sections it changes)."""
+    out = dict(data)
+    for path, default in DEFAULTS_AS_BEFORE.items():
+        section, key = path.split(".")
+        sub = out.get(section)
+        if isinstance(sub, dict) and key in sub and sub[key] == default:
+            out[section] = {k: v for k, v in sub.items() if k != key}
+    return out
 
 
 def _label(v: Any) -> str:

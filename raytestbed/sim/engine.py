@@ -221,9 +221,9 @@ class Simulator(EventCore):
         self._worker_jobs: set[int] = set()  #: jobs running worker by worker now
         self._retime = False  #: events were delivered since the flows were last re-timed
         self._coflows_synced = None
-        #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
         self.compute_noise = float(compute_noise)
         self.noise_seed = tuple(int(x) for x in noise_seed)
+        #: flow mode's fast-forward of steady worker-by-worker runs (None: off)
         self.ff = FastForward() if (fast_forward and mode == "flow" and network_policy is None
                                     and schedule != "coflows" and self.compute_noise == 0) else None
         if mode == "flow":

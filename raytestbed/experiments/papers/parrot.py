@@ -149,16 +149,16 @@ def fig7_sweep(quick: bool, scale: float | None = None) -> Sweep:
     """Fig. 7 at the figures' scale, or at iteration (and arrival) ``scale`` (``--quick`` keeps its own)."""
     etas = [1.0, 50.0] if quick else [1.0, 10.0, 50.0, 100.0]
     axis = Axis("eta_ms", tuple((e, {"policy_params.@network.observe_interval_s": e / 1e3 or None}) for e in etas))
-    return Sweep(_sweep_name("fig7", quick, scale), [_trial(quick, scale=scale)], _lines(MAIN if quick else SCHEMES), run_seeds(SEEDS, quick), "sim:flow",
-                 [GBPS, axis], METRICS, **NO_CELL_LOGS)
+    return Sweep(_sweep_name("fig7", quick, scale), [_trial(quick, scale=scale)], _lines(MAIN if quick else SCHEMES),
+                 run_seeds(SEEDS, quick), "sim:flow", [GBPS, axis], METRICS, **NO_CELL_LOGS)
 
 
 def fig8_sweep(quick: bool, scale: float | None = None) -> Sweep:
     """Fig. 8 at the figures' scale, or at iteration (and arrival) ``scale`` (``--quick`` keeps its own)."""
     thetas = [0.55, 0.9] if quick else [0.55, 0.65, 0.75, 0.85, 0.9, 0.95]
     lines = [PolicySpec(f"parrot[theta_max={t:g}]", "fifo+parrot", network_params={"theta_max": t}) for t in thetas]
-    return Sweep(_sweep_name("fig8", quick, scale), [_trial(quick, scale=scale)], [*lines, *_lines(["aalo", "lccf"])], run_seeds(SEEDS, quick), "sim:flow", [GBPS],
-                 METRICS, **NO_CELL_LOGS)
+    return Sweep(_sweep_name("fig8", quick, scale), [_trial(quick, scale=scale)], [*lines, *_lines(["aalo", "lccf"])],
+                 run_seeds(SEEDS, quick), "sim:flow", [GBPS], METRICS, **NO_CELL_LOGS)
 
 
 def fig9_sweep(quick: bool, scale: float | None = None) -> Sweep:
@@ -166,7 +166,8 @@ def fig9_sweep(quick: bool, scale: float | None = None) -> Sweep:
     simulated seconds at every scale; ``--quick`` keeps its own)."""
     mus = [0.1, 1.0] if quick else [0.1, 0.4, 1.0]
     t = _trial(quick, {"kind": "ms60_poisson", "arrival_scale": 1.0, "jobs": 100, "mean_gap_s": mus[0]}, scale=scale)
-    return Sweep(_sweep_name("fig9", quick, scale), [t], _lines(MAIN) + ([] if quick else _readings()), run_seeds(SEEDS, quick), "sim:flow",
+    return Sweep(_sweep_name("fig9", quick, scale), [t], _lines(MAIN) + ([] if quick else _readings()),
+                 run_seeds(SEEDS, quick), "sim:flow",
                  [Axis.field("cluster.nic_gbps", [10.0]), Axis.field("workload.mean_gap_s", mus)], METRICS,
                  **NO_CELL_LOGS)
 
