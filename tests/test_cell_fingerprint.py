@@ -13,12 +13,13 @@ def test_cells_finished_before_the_setting_existed_keep_their_fingerprint():
     from raytestbed.config import DEFAULTS_AS_BEFORE
     from raytestbed.experiments.spec import Axis, PolicySpec, Sweep
 
-    cell = Sweep("s", [trial_with(TRIAL)], [PolicySpec("fifo", "fifo")], [1], "sim", [Axis.field("cluster.nic_gbps", [1.0])],
-                 ["total_jct_s"]).cells()[0]
+    cell = Sweep("s", [trial_with(TRIAL)], [PolicySpec("fifo", "fifo")], [1], "sim",
+                 [Axis.field("cluster.nic_gbps", [1.0])], ["total_jct_s"]).cells()[0]
     timing = cell.data["timing"]
     assert {k: timing[k] for k in ("compute_noise", "compute_noise_seed")} == {
         p.split(".")[1]: v for p, v in DEFAULTS_AS_BEFORE.items()}
-    before = replace(cell, data={**cell.data, "timing": {k: v for k, v in timing.items() if not k.startswith("compute_noise")}})
+    older = {k: v for k, v in timing.items() if not k.startswith("compute_noise")}  # as before the setting
+    before = replace(cell, data={**cell.data, "timing": older})
     assert cell.fingerprint == before.fingerprint
     noisy = replace(cell, data={**cell.data, "timing": {**timing, "compute_noise": 0.02}})
     assert noisy.fingerprint != cell.fingerprint
