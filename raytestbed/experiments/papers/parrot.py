@@ -28,6 +28,7 @@ with the arrivals stretched (the load falls, the lower bound stays). A full run 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -380,14 +381,19 @@ FIG10_CLAIMS = (
           _per_reading(_best_everywhere(paper_max={"aalo": 51.9, "lccf": 73.2}))),
     Claim("Parrot 1.26x - 2.6x the lower bound", _per_reading(_lb_check(2.6), ("parrot",))))
 
+def _with_full_iterations(fig: Figure, title: str) -> list[Figure]:
+    """``fig`` and its ``-full-iterations`` twin titled ``title``: the same lines, points, seeds and claims
+    with every trace iteration simulated (``fig.sweep(quick, FULL_ITERATIONS)``), not run by default."""
+    full = replace(fig, id=f"{fig.id}-full-iterations", title=title, default=False,
+                   sweep=lambda quick: fig.sweep(quick, FULL_ITERATIONS))
+    return [fig, full]
+
+
 FIGURES = [
-    Figure("parrot", "fig5", "total JCT at 10 and 40 Gbps, lower bound, JCT < 10 s (Figs. 5-6)", PAPER["fig5"],
-           fig5_sweep, ours, quick_note="iteration_scale 0.002, Parrot / Aalo / LCCF only",
-           claims=FIG5_CLAIMS),
-    Figure("parrot", "fig5-full-iterations", "Figs. 5-6 with every trace iteration simulated (iteration and "
-           "arrival scale 1)", PAPER["fig5"], lambda q: fig5_sweep(q, FULL_ITERATIONS), ours, default=False,
-           quick_note="iteration_scale 0.002, Parrot / Aalo / LCCF only",
-           claims=FIG5_CLAIMS),
+    *_with_full_iterations(
+        Figure("parrot", "fig5", "total JCT at 10 and 40 Gbps, lower bound, JCT < 10 s (Figs. 5-6)", PAPER["fig5"],
+               fig5_sweep, ours, quick_note="iteration_scale 0.002, Parrot / Aalo / LCCF only", claims=FIG5_CLAIMS),
+        "Figs. 5-6 with every trace iteration simulated (iteration and arrival scale 1)"),
     Figure("parrot", "fig5-scales", "Fig. 5 at 10 Gbps over the fraction of the trace's iterations simulated "
            "(arrivals compressed alike)", PAPER["fig5"], fig5_scales_sweep, ours, default=False,
            quick_note="scales 0.001 and 0.002",
@@ -395,26 +401,22 @@ FIGURES = [
     Figure("parrot", "fig5-load", "Fig. 5 at 10 Gbps with the trace's arrivals stretched (iteration scale 0.002)",
            PAPER["fig5"], fig5_load_sweep, ours, default=False, quick_note="arrival scales 0.002 and 0.2",
            claims=(FIG5_10G_CLAIM, Claim("Parrot at most 2.75x the lower bound", _lb_by_load(2.75)))),
-    Figure("parrot", "fig7", "observation interval eta", PAPER["fig7"], fig7_sweep, ours, default=False,
-           quick_note="eta in {1, 50} ms, main schemes"),
-    Figure("parrot", "fig7-full-iterations", "Fig. 7 with every trace iteration simulated (iteration and arrival "
-           "scale 1)", PAPER["fig7"], lambda q: fig7_sweep(q, FULL_ITERATIONS), ours, default=False,
-           quick_note="eta in {1, 50} ms, main schemes"),
-    Figure("parrot", "fig8", "Parrot's theta_max", PAPER["fig8"], fig8_sweep, ours, default=False,
-           quick_note="theta_max in {0.55, 0.9}"),
-    Figure("parrot", "fig8-full-iterations", "Fig. 8 with every trace iteration simulated (iteration and arrival "
-           "scale 1)", PAPER["fig8"], lambda q: fig8_sweep(q, FULL_ITERATIONS), ours, default=False,
-           quick_note="theta_max in {0.55, 0.9}"),
-    Figure("parrot", "fig9", "100-job Poisson workload, mean gap mu (10 Gbps)", PAPER["fig9"], fig9_sweep, ours,
-           quick_note="mu in {0.1, 1.0} s", claims=FIG9_CLAIMS),
-    Figure("parrot", "fig9-full-iterations", "Fig. 9 with every trace iteration simulated (iteration scale 1)",
-           PAPER["fig9"], lambda q: fig9_sweep(q, FULL_ITERATIONS), ours, default=False,
-           quick_note="mu in {0.1, 1.0} s", claims=FIG9_CLAIMS),
-    Figure("parrot", "fig10", "PSs per job uniform in [1, Delta] (10 Gbps)", PAPER["fig10"], fig10_sweep, ours,
-           quick_note="Delta in {1, 8}", claims=FIG10_CLAIMS),
-    Figure("parrot", "fig10-full-iterations", "Fig. 10 with every trace iteration simulated (iteration and arrival "
-           "scale 1)", PAPER["fig10"], lambda q: fig10_sweep(q, FULL_ITERATIONS), ours, default=False,
-           quick_note="Delta in {1, 8}", claims=FIG10_CLAIMS),
+    *_with_full_iterations(
+        Figure("parrot", "fig7", "observation interval eta", PAPER["fig7"], fig7_sweep, ours, default=False,
+               quick_note="eta in {1, 50} ms, main schemes"),
+        "Fig. 7 with every trace iteration simulated (iteration and arrival scale 1)"),
+    *_with_full_iterations(
+        Figure("parrot", "fig8", "Parrot's theta_max", PAPER["fig8"], fig8_sweep, ours, default=False,
+               quick_note="theta_max in {0.55, 0.9}"),
+        "Fig. 8 with every trace iteration simulated (iteration and arrival scale 1)"),
+    *_with_full_iterations(
+        Figure("parrot", "fig9", "100-job Poisson workload, mean gap mu (10 Gbps)", PAPER["fig9"], fig9_sweep, ours,
+               quick_note="mu in {0.1, 1.0} s", claims=FIG9_CLAIMS),
+        "Fig. 9 with every trace iteration simulated (iteration scale 1)"),
+    *_with_full_iterations(
+        Figure("parrot", "fig10", "PSs per job uniform in [1, Delta] (10 Gbps)", PAPER["fig10"], fig10_sweep, ours,
+               quick_note="Delta in {1, 8}", claims=FIG10_CLAIMS),
+        "Fig. 10 with every trace iteration simulated (iteration and arrival scale 1)"),
     Figure("parrot", "fb", "Facebook coflow benchmark, single-coflow jobs (10 Gbps, 150 ports)", PAPER["fb"],
            fb_sweep, ours, quick_note="first 30 coflows"),
 ]
