@@ -95,6 +95,7 @@ def test_pipeline_two_stages_two_servers_trains(emu):
     rows = run.records()
     assert [r["iteration"] for r in rows] == list(range(6))
     assert all(r["iter_s"] > 0 and r["compute_s"] > 0 and r["comm_s"] > 0 and r["cpu_s"] > 0 for r in rows)
+    assert all(0 < r["charge_ratio"] < float("inf") for r in rows)  # measured charge over the profile
 
 
 def test_rar_two_workers_equals_full_batch_sgd(emu):

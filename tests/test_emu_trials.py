@@ -86,6 +86,7 @@ def _check_run(folder: Path, policy: str, fault_time: float | None) -> None:
     ev = _events(folder)
     assert sum(e["event"] == "IterationMeasured" for e in ev) == len(it)
     assert len(it) + jobs["skipped_iterations"].sum() >= jobs["iterations"].sum()
+    assert it["charge_ratio"].to_numpy() == pytest.approx(1.0, rel=1e-9)  # replay charges the profile
     assert sum(e["event"] == "JobFinished" for e in ev) == N_JOBS
     assert (folder / "report.md").is_file()
     if fault_time is None:

@@ -51,8 +51,9 @@ REPEATABILITY = {
             "--repeat 3",
 }
 
-#: the columns of ``iterations.csv``, one row per iteration that ran (emulated seconds; ``cpu_s``: CPU seconds)
-ITERATION_COLUMNS = ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s"]
+#: the columns of ``iterations.csv``, one row per iteration that ran (emulated seconds; ``cpu_s``: CPU seconds;
+#: ``charge_ratio``: the workers' charged compute seconds over their profiled ones, 1 in replay)
+ITERATION_COLUMNS = ["job_id", "t_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s", "charge_ratio"]
 
 
 def emulator_missing() -> str | None:
@@ -213,12 +214,12 @@ class EmuDriver:
         return self.measured_stats(jid)
 
     def iteration_rows(self) -> list[dict[str, Any]]:
-        """Every iteration that ran: job_id, t_s, iteration, iter_s, compute_s, comm_s, loss, cpu_s."""
+        """Every iteration that ran: the :data:`ITERATION_COLUMNS`."""
         rows = []
         for jid in sorted(self.measured):
-            for t, it, s, c, m, loss, cpu in self.measured[jid]:
+            for t, it, s, c, m, loss, cpu, ratio in self.measured[jid]:
                 rows.append({"job_id": jid, "t_s": t, "iteration": it, "iter_s": s, "compute_s": c, "comm_s": m,
-                             "loss": math.nan if loss is None else loss, "cpu_s": cpu})
+                             "loss": math.nan if loss is None else loss, "cpu_s": cpu, "charge_ratio": ratio})
         return rows
 
     def emulation_info(self) -> dict[str, Any]:

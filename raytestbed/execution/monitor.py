@@ -41,8 +41,9 @@ class IterationRow:
     charge_ratio: float = 1.0
 
     def as_tuple(self) -> tuple:
-        """``(t, iteration, iter_s, compute_s, comm_s, loss, cpu_s)``, what ``iterations.csv`` holds."""
-        return (self.end_s, self.iteration, self.iter_s, self.compute_s, self.comm_s, self.loss, self.cpu_s)
+        """``(t, iteration, iter_s, compute_s, comm_s, loss, cpu_s, charge_ratio)``, what ``iterations.csv`` holds."""
+        return (self.end_s, self.iteration, self.iter_s, self.compute_s, self.comm_s, self.loss, self.cpu_s,
+                self.charge_ratio)
 
 
 def _charge_ratio(recs: list[tuple]) -> float:

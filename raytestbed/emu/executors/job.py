@@ -6,12 +6,13 @@ is the same path for tests, benchmarks and notebooks: the clock actor plans the 
 participants of the virtual clock at the clock's current time, and starts them in the worker
 pool's hosts. The clock then advances whenever every participant is blocked.
 
-Each completed iteration is one row ``(t_end, iteration, iter_s, compute_s, comm_s, loss, cpu_s)``
+Each completed iteration is one row ``(t_end, iteration, iter_s, compute_s, comm_s, loss, cpu_s, charge_ratio)``
 in emulated seconds: ``iter_s`` is the time between the completions of iterations i-1 and i (the
 last worker to finish the mini-batch's backward, gradient synchronisation and step; the first
 iteration counts from the run's start, so it includes filling the pipeline); ``compute_s`` /
 ``comm_s`` the largest compute and communication time of any worker for that mini-batch; ``loss``
-the training loss (real compute); ``cpu_s`` the largest CPU seconds of any worker.
+the training loss (real compute); ``cpu_s`` the largest CPU seconds of any worker;
+``charge_ratio`` the workers' charged compute seconds over their profiled ones (1 in replay).
 """
 
 from __future__ import annotations
@@ -77,8 +78,8 @@ class JobRun:
         return int(n)
 
     def records(self) -> list[dict]:
-        """Per-iteration rows (iteration, iter_s, compute_s, comm_s, loss, cpu_s, end_s; emulated s)."""
-        keys = ("end_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s")
+        """Per-iteration rows (iteration, iter_s, compute_s, comm_s, loss, cpu_s, end_s; emulated s; charge_ratio)."""
+        keys = ("end_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s", "charge_ratio")
         return [dict(zip(keys, r)) for r in self.info()["rows"]]
 
     def losses(self) -> list[float]:
