@@ -126,13 +126,18 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     cells = {f.id: _cells(f.sweep) for f in parrot.FIGURES}
     assert f"{len(_cluster(cells['fig5'][0]).servers)} servers" in _section("Parrot")
     for fig, prefix in (("fig5", "Fig. 5, scale"), ("fig5-full-iterations", "Fig. 5 with every trace iteration:"),
-                        ("fig9", "Fig. 9:"), ("fig10", "Fig. 10:"),
+                        ("fig9", "Fig. 9:"), ("fig9-full-iterations", "Fig. 9 with every trace iteration:"),
+                        ("fig10", "Fig. 10:"),
                         ("fig10-full-iterations", "Fig. 10 with every trace iteration:")):
         wl = cells[fig][0].data["workload"]
         assert f"scale {wl['iteration_scale']:g}" in _row("Parrot", prefix) and _seeds(cells[fig]) in _row("Parrot", prefix)
     mus = ", ".join(str(v) for v in _axis(cells["fig9"], "workload.mean_gap_s"))
     assert f"{cells['fig9'][0].data['workload']['jobs']} jobs" in _row("Parrot", "Fig. 9:")
     assert f"μ = {mus} s" in _row("Parrot", "Fig. 9:")
+    full9 = cells["fig9-full-iterations"]
+    assert _axis(full9, "workload.mean_gap_s") == _axis(cells["fig9"], "workload.mean_gap_s")
+    assert f"{full9[0].data['workload']['jobs']} jobs" in _row("Parrot", "Fig. 9 with every trace iteration:")
+    assert f"μ = {mus} s" in _row("Parrot", "Fig. 9 with every trace iteration:")
     deltas = ", ".join(str(v) for v in _axis(cells["fig10"], "workload.ps_max"))
     assert f"Δ = {deltas}" in _row("Parrot", "Fig. 10:")
     assert _axis(cells["fig10-full-iterations"], "workload.ps_max") == _axis(cells["fig10"], "workload.ps_max")
