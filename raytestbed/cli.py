@@ -287,8 +287,9 @@ def _cmd_sweep(args) -> int:
     sweep = load_sweep(args.sweep)
     out = Path(args.out) if args.out else Path("results") / "sweeps" / sweep.name
     res = run_sweep(sweep, out, executor="serial" if args.serial else "ray", address=args.address,
-                    workers=args.workers, show_progress=not args.quiet, force=args.force)
-    print(f"sweep {sweep.name}: {len(res.ran)} cells run, {len(res.kept)} kept from before, {len(res.failed)} "
+                    workers=args.workers, show_progress=not args.quiet, force=args.force, reuse=tuple(args.reuse))
+    reused = f" ({len(res.reused)} of them copied from --reuse folders)" if res.reused else ""
+    print(f"sweep {sweep.name}: {len(res.ran)} cells run, {len(res.kept)} kept from before{reused}, {len(res.failed)} "
           f"failed ({res.wall_s:.0f} s)")
     print_failures(res)
     print(f"results: {out}  (sweep.csv, aggregate.csv; report: {out / 'report.md'})")
@@ -324,7 +325,7 @@ def _cmd_reproduce(args) -> int:
                               f"drop --write-docs / --results-md")
     rep = reproduce(args.paper, args.fig, args.quick, out, executor="serial" if args.serial else "ray",
                     address=args.address, workers=args.workers, force=args.force, show_progress=not args.quiet,
-                    results_md=results_md, workload=args.workload)
+                    results_md=results_md, workload=args.workload, reuse=tuple(args.reuse))
     claims = f"; claims in {rep.results_md}" if rep.results_md else ""
     print(f"results: {out}  (paper beside ours: {rep.md}{claims})")
     if results_md is not None and rep.results_md is None:
@@ -446,6 +447,9 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
     sw.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     sw.add_argument("--force", action="store_true", help="discard finished cells and run every cell again")
+    sw.add_argument("--reuse", action="append", default=[], metavar="DIR",
+                    help="another sweep or reproduction folder: its finished cells of the same "
+                    "fingerprint (the same trial, policy, seed and backend) are copied in instead of run; repeatable")
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(fn=_cmd_sweep)
 
@@ -461,6 +465,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
     rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     rp.add_argument("--force", action="store_true", help="run every cell again")
+    rp.add_argument("--reuse", action="append", default=[], metavar="DIR",
+                    help="another sweep or reproduction folder: its finished cells of the same "
+                    "fingerprint (the same trial, policy, seed and backend) are copied in instead of run; repeatable")
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.add_argument("--write-docs", action="store_true", help="write the claims into the project's "
                     "docs/results.md (full runs only, and only if every cell finished)")

@@ -240,3 +240,33 @@ def test_cells_of_a_backend_that_starts_its_own_ray_never_go_to_the_sweeps_ray(t
     res = run_sweep(load_sweep(_write(tmp_path, SWEEP)), tmp_path / "out", executor="ray", show_progress=False)
     assert len(res.ran) == 8 and not res.failed
     assert len(sent) == (0 if starts_ray else 8)
+
+
+def test_reuse_copies_cells_of_the_same_fingerprint_from_another_folder(tmp_path, capsys):
+    first = run_sweep(load_sweep(_write(tmp_path, SWEEP)), tmp_path / "a", executor="serial", show_progress=False)
+    assert len(first.ran) == 8
+    # another sweep sharing the fifo cells at 10 Gbit/s (same trial, policy, seed): those are copied, not run
+    other = SWEEP.replace("[fifo, spjf]", "[fifo, asrpt]").replace("[1, 10]", "[10, 25]")
+    sweep = load_sweep(_write(tmp_path, other, "other.yaml"))
+    ran = []
+    res = run_sweep(sweep, tmp_path / "b", executor="serial", show_progress=False, reuse=(tmp_path / "a",),
+                    on_cell=lambda c, r: ran.append(c.key))
+    shared = sorted(c.key for c in sweep.cells() if c.policy == "fifo" and "nic_gbps=10" in c.key)
+    assert len(shared) == 2 and sorted(res.reused) == shared and sorted(res.kept) == shared
+    assert len(ran) == 6 and not set(ran) & set(shared)
+    for k in shared:  # the same files, cell.json naming this sweep's cell and where it came from
+        a, b = tmp_path / "a" / "cells" / k, tmp_path / "b" / "cells" / k
+        assert (a / "jobs.csv").read_bytes() == (b / "jobs.csv").read_bytes()
+        meta = json.loads((b / "cell.json").read_text())
+        assert meta["cell"] == k and meta["reused_from"] == str(a)
+    # the copied cells are this sweep's own from now on: a rerun keeps them and runs nothing
+    again = run_sweep(sweep, tmp_path / "b", executor="serial", show_progress=False)
+    assert again.ran == [] and again.reused == [] and len(again.kept) == 8
+    # the table equals a sweep that ran every cell itself
+    full = run_sweep(sweep, tmp_path / "c", executor="serial", show_progress=False)
+    cols = [c for c in deterministic_columns(full.table) if c != "cell"]
+    pd.testing.assert_frame_equal(res.table[cols].reset_index(drop=True), full.table[cols].reset_index(drop=True))
+    # a folder that is not there: a one-line error
+    assert main(["sweep", str(tmp_path / "other.yaml"), "--out", str(tmp_path / "d"), "--serial", "--quiet",
+                 "--reuse", str(tmp_path / "nowhere")]) == 2
+    assert "--reuse" in capsys.readouterr().err

@@ -79,6 +79,36 @@ def write_cell(folder: Path, cell, result: dict[str, Any]) -> None:
                                          "cell_wall_s": result["wall_s"], "host": result.get("host")})
 
 
+def finished_cells(roots) -> dict[str, Path]:
+    """The finished cells (``cell.json`` beside ``summary.json``) under the folders ``roots``, by fingerprint;
+    where two hold the same fingerprint, the first found (roots in order, paths sorted) is kept."""
+    index: dict[str, Path] = {}
+    for root in roots:
+        for meta in sorted(Path(root).rglob(CELL_FILE)):
+            if not (meta.parent / "summary.json").is_file():
+                continue
+            try:
+                fp = json.loads(meta.read_text(encoding="utf-8")).get("fingerprint")
+            except (OSError, json.JSONDecodeError):
+                continue
+            if fp:
+                index.setdefault(fp, meta.parent)
+    return index
+
+
+def copy_cell(src: Path, folder: Path, cell) -> None:
+    """Take a cell finished in another folder (``src``, the same fingerprint: the same result) as ``cell``:
+    its files copied into ``folder`` atomically, its ``cell.json`` naming ``cell`` and ``reused_from``."""
+    meta = json.loads((src / CELL_FILE).read_text(encoding="utf-8"))
+    with ResultsFolder(folder, force=True) as rf:
+        for p in src.rglob("*"):
+            if p.is_file() and p.name != CELL_FILE:
+                dest = rf.path / p.relative_to(src)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(p, dest)
+        write_json(rf.path / CELL_FILE, {**meta, **cell.describe(), "reused_from": str(src)})
+
+
 def finished_summary(folder: Path, cell) -> dict[str, Any] | None:
     """The summary of a cell already finished in ``folder`` with the same fingerprint, else None."""
     meta, summ = folder / CELL_FILE, folder / "summary.json"

@@ -59,7 +59,7 @@ class Reproduction:
 def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor: str = "ray",
               address: str | None = None, workers: int | None = None, force: bool = False,
               show_progress: bool = True, results_md: Path | None = None,
-              workload: str | None = None) -> Reproduction:
+              workload: str | None = None, reuse: tuple[str | Path, ...] = ()) -> Reproduction:
     """Run the figures and write ``out/reproduction.md`` and ``out/claims.csv``.
 
     ``quick``: a smoke test of the pipeline (small sizes): our numbers, no verdict, and never a results page.
@@ -67,7 +67,9 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
     the figures run (:mod:`raytestbed.experiments.results_doc`), only from a full run in which every cell
     finished and every claim was evaluated, and only on the paper's own workload (``workload`` None or
     the paper's first): the page records the papers' settings. ``workload``: another trace (A-SRPT) or
-    arrival pattern (GADGET), see :func:`~raytestbed.experiments.papers.workloads`.
+    arrival pattern (GADGET), see :func:`~raytestbed.experiments.papers.workloads`. ``reuse``: folders
+    whose finished cells of the same fingerprint are copied in instead of run
+    (:func:`~raytestbed.experiments.runner.run_sweep`).
     """
     if quick and results_md is not None:
         raise RaytestbedError("--quick is a smoke test of the pipeline: it issues no verdict and never writes "
@@ -85,7 +87,7 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
             executor = "serial"
     try:
         return _reproduce(paper, chosen, quick, out, executor, address, workers, force, show_progress, results_md,
-                          workload)
+                          workload, tuple(reuse))
     finally:
         if session is not None:
             session.close()
@@ -93,7 +95,7 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
 
 def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executor: str, address: str | None,
                workers: int | None, force: bool, show_progress: bool, results_md: Path | None,
-               workload: str | None = None) -> Reproduction:
+               workload: str | None = None, reuse: tuple = ()) -> Reproduction:
     t0 = time.perf_counter()
     sections: dict[str, list[str]] = {}
     claims: list[dict[str, str]] = []
@@ -109,7 +111,7 @@ def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executo
             ours = fig.run(folder, quick)
         else:
             res = run_sweep(fig.sweep(quick), folder, executor=executor, address=address, workers=workers,
-                            show_progress=show_progress, force=force, report_failures=False)
+                            show_progress=show_progress, force=force, report_failures=False, reuse=reuse)
             failed += [{**f, "figure": fig.id} for f in res.failed]
             ours = fig.ours(res.table, folder) if res.table is not None and len(res.table) else ["(no cell finished)"]
         table = res.table if fig.run is None else None

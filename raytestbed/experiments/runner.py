@@ -10,7 +10,8 @@ Folder layout (``out/``)::
 
 Resume: a cell whose folder holds ``summary.json`` and a ``cell.json`` with the same
 fingerprint (trial, overrides, policy, seed, backend) is kept; re-running the sweep runs
-only the missing, failed or changed cells.
+only the missing, failed or changed cells. ``reuse``: other sweep or reproduction folders whose
+finished cells of the same fingerprint are copied in instead of run (a baseline two figures share).
 
 Executors: ``ray`` (default) submits every cell as a Ray task with one CPU — on a private
 local Ray using all cores, or on the cluster at ``address``; ``serial`` runs them one
@@ -36,7 +37,7 @@ from tqdm import tqdm
 from raytestbed.backends import get_backend
 from raytestbed.emu.raysession import RaySession
 from raytestbed.errors import RaytestbedError
-from raytestbed.experiments.cell import finished_summary, run_cell, write_cell
+from raytestbed.experiments.cell import copy_cell, finished_cells, finished_summary, run_cell, write_cell
 from raytestbed.experiments.spec import Cell, Sweep
 from raytestbed.experiments.tables import write_sweep_tables
 
@@ -50,6 +51,7 @@ class SweepRun:
     out: Path
     ran: list[str] = field(default_factory=list)
     kept: list[str] = field(default_factory=list)
+    reused: list[str] = field(default_factory=list)  #: copied from a ``reuse`` folder (also in ``kept``)
     failed: list[dict[str, Any]] = field(default_factory=list)
     table: pd.DataFrame | None = None
     wall_s: float = 0.0
@@ -58,17 +60,21 @@ class SweepRun:
 def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: str | None = None,
               workers: int | None = None, show_progress: bool = True, force: bool = False,
               on_cell: Callable[[Cell, dict[str, Any]], None] | None = None, write_tables: bool = True,
-              report_failures: bool = True) -> SweepRun:
+              report_failures: bool = True, reuse: tuple[str | Path, ...] = ()) -> SweepRun:
     """Run the cells of ``sweep`` not yet finished in ``out``; write ``sweep.csv``, ``aggregate.csv``, plots.
 
     ``executor``: ``ray`` or ``serial``; ``address``: a Ray cluster to attach to (default: a
     private local Ray with ``workers`` CPUs, default all cores); ``force``: discard finished
-    cells first; ``on_cell(cell, result)``: called after each cell is written (or failed).
+    cells first; ``on_cell(cell, result)``: called after each cell is written (or failed); ``reuse``:
+    folders to take finished cells of the same fingerprint from (module docstring).
     """
     if executor not in ("ray", "serial"):
         raise RaytestbedError(f"executor {executor!r}: expected ray or serial")
     if workers is not None and workers < 1:
         raise RaytestbedError("--workers must be >= 1")
+    for r in reuse:
+        if not Path(r).is_dir():
+            raise RaytestbedError(f"--reuse {r}: no such folder")
     t0 = time.perf_counter()
     out = Path(out)
     cells = sweep.cells()
@@ -78,8 +84,14 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
     _remove_partials(out / CELLS)
     res = SweepRun(out)
     todo = []
+    elsewhere = finished_cells(reuse) if reuse else {}
     for c in cells:
-        if finished_summary(out / CELLS / c.key, c) is not None:
+        dest = out / CELLS / c.key
+        src = elsewhere.get(c.fingerprint)
+        if finished_summary(dest, c) is None and src is not None and src.resolve() != dest.resolve():
+            copy_cell(src, dest, c)
+            res.reused.append(c.key)
+        if finished_summary(dest, c) is not None:
             res.kept.append(c.key)
         else:
             todo.append(c)
