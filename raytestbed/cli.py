@@ -362,6 +362,11 @@ def _cmd_bench(args) -> int:
     return importlib.import_module(f"benchmarks.{benchmark_module(args.name)}").main(args.args)
 
 
+#: ``--reuse`` of ``sweep`` and ``reproduce``
+REUSE_HELP = ("another sweep or reproduction folder: its finished cells of the same fingerprint (the same trial, "
+              "policy, seed and backend) are copied in instead of run; repeatable")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="raytestbed", description="GPU-cluster scheduler testbed: simulate or "
                                 "emulate DDL job scheduling policies.")
@@ -447,9 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
     sw.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     sw.add_argument("--force", action="store_true", help="discard finished cells and run every cell again")
-    sw.add_argument("--reuse", action="append", default=[], metavar="DIR",
-                    help="another sweep or reproduction folder: its finished cells of the same "
-                    "fingerprint (the same trial, policy, seed and backend) are copied in instead of run; repeatable")
+    sw.add_argument("--reuse", action="append", default=[], metavar="DIR", help=REUSE_HELP)
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.set_defaults(fn=_cmd_sweep)
 
@@ -465,9 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")
     rp.add_argument("--serial", action="store_true", help="run the cells one after the other in this process")
     rp.add_argument("--force", action="store_true", help="run every cell again")
-    rp.add_argument("--reuse", action="append", default=[], metavar="DIR",
-                    help="another sweep or reproduction folder: its finished cells of the same "
-                    "fingerprint (the same trial, policy, seed and backend) are copied in instead of run; repeatable")
+    rp.add_argument("--reuse", action="append", default=[], metavar="DIR", help=REUSE_HELP)
     rp.add_argument("--quiet", action="store_true", help="no progress bar")
     rp.add_argument("--write-docs", action="store_true", help="write the claims into the project's "
                     "docs/results.md (full runs only, and only if every cell finished)")

@@ -87,11 +87,13 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
     elsewhere = finished_cells(reuse) if reuse else {}
     for c in cells:
         dest = out / CELLS / c.key
-        src = elsewhere.get(c.fingerprint)
-        if finished_summary(dest, c) is None and src is not None and src.resolve() != dest.resolve():
+        finished = finished_summary(dest, c) is not None
+        src = None if finished else elsewhere.get(c.fingerprint)
+        if src is not None and src.resolve() != dest.resolve():
             copy_cell(src, dest, c)
             res.reused.append(c.key)
-        if finished_summary(dest, c) is not None:
+            finished = True
+        if finished:
             res.kept.append(c.key)
         else:
             todo.append(c)

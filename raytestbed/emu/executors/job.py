@@ -78,7 +78,7 @@ class JobRun:
         return int(n)
 
     def records(self) -> list[dict]:
-        """Per-iteration rows (iteration, iter_s, compute_s, comm_s, loss, cpu_s, end_s; emulated s; charge_ratio)."""
+        """Per-iteration rows: end_s, iteration, iter_s, compute_s, comm_s (emulated s), loss, cpu_s, charge_ratio."""
         keys = ("end_s", "iteration", "iter_s", "compute_s", "comm_s", "loss", "cpu_s", "charge_ratio")
         return [dict(zip(keys, r)) for r in self.info()["rows"]]
 
