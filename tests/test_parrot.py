@@ -233,6 +233,21 @@ def test_observation_interval_delays_each_coflow_to_the_next_tick(name):
         assert rec.finish_s - rec.job.arrival_s == pytest.approx(jct, rel=1e-9), (name, eta)
 
 
+@pytest.mark.parametrize("name", ["parrot", "aalo", "lccf"])
+def test_an_event_on_a_multiple_of_eta_is_observed_there(name):
+    """J2 alone arrives at 3 s, a multiple of eta = 1.5 s and of 0.1 s (30 x 0.1 is 3.0000000000000004 in
+    floats): C3 gets its rates at 3 s (done 5 s); C4 becomes valid at 5 s, a multiple of 0.1 (done 13 s, JCT
+    10 s as event-driven) but not of 1.5 (rates at the 6 s multiple, done 14 s, JCT 11 s)."""
+    stage = (Stage(1, StageProfile(0.0, 0.0)),)
+    job = Job(2, 3.0, 1, stage, CommPattern.RAR,
+              traffic=JobTraffic(coflows=(four(1, 1, 1, 1), four(4, 4, 3, 3)), compute_s=0.0))
+    for eta, jct in ((None, 10.0), (0.1, 10.0), (1.5, 11.0)):
+        res = Simulator(fig2_cluster(), [job], FifoPolicy(), make_policy(name, "network", observe_interval_s=eta),
+                        mode="flow").run()
+        (rec,) = res.records
+        assert rec.finish_s - rec.job.arrival_s == pytest.approx(jct, rel=1e-9), (name, eta)
+
+
 class PeriodicObservation(Policy):
     """Test reference: ``inner`` (event-driven) observed on a periodic Tick every ``eta`` seconds, as the
     coflow policies did before they asked for ticks only when an event waits (one Tick per eta while
@@ -263,16 +278,15 @@ class PeriodicObservation(Policy):
 def test_observation_on_the_eta_grid_needs_no_idle_ticks(name):
     """Observing at multiples of eta by asking for a tick only when an event waits gives the finish times a
     periodic tick gives, with a fraction of the events: at eta = 1 ms the periodic reference delivers a
-    Tick every simulated millisecond (~20,000 here), the policy a few per coflow event. (Flow sizes in
-    general position: an event within the clock's resolution before a multiple of eta is seen at that
-    multiple by the policy, at the next one by a periodic tick that arrives before the instant settled.)"""
+    Tick every simulated millisecond (~20,000 here), the policy a few per coflow event. (Arrivals and flow
+    sizes in general position: an event on a multiple of eta is seen at that multiple by the policy, at the
+    next one by a periodic tick, which arrives before the coflow events of its instant have settled.)"""
     stage = (Stage(1, StageProfile(0.0, 0.0)),)
-    jobs = [Job(1, 0.0, 1, stage, CommPattern.RAR, traffic=JobTraffic(
-                coflows=(four(3.1416, 2.7183, 2.2361, 1.7321), four(6.2832, 5.4366, 4.4721, 5.1962)), compute_s=0.0)),
-            Job(2, 0.13, 1, stage, CommPattern.RAR, traffic=JobTraffic(
-                coflows=(four(1.4142, 0.6931, 1.0986, 1.3863), four(4.1231, 3.6056, 2.6458, 3.3166)), compute_s=0.0)),
-            Job(3, 2.35, 1, stage, CommPattern.RAR, traffic=JobTraffic(
-                coflows=(four(2.3026, 1.6094, 0.9163, 2.0794), four(1.1447, 3.0445, 2.1972, 0.8473)), compute_s=0.4173))]
+    rng = np.random.default_rng(7)  # times and sizes off every multiple of eta
+    jobs = [Job(j, float(arrival), 1, stage, CommPattern.RAR, traffic=JobTraffic(
+                coflows=(four(*rng.uniform(0.5, 6.5, 4)), four(*rng.uniform(0.5, 6.5, 4))),
+                compute_s=float(rng.uniform(0.1, 0.5))))
+            for j, arrival in enumerate(sorted(rng.uniform(0.0, 3.0, 3)))]
     for eta in (0.7, 1.5, 1e-3):
         runs = []
         for pol in (make_policy(name, "network", observe_interval_s=eta),

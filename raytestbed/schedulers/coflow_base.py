@@ -8,8 +8,9 @@ Observation: with ``observe_interval_s`` = None (default) events
 are observed at once. With eta > 0 the policy only looks at multiples of eta
 (Parrot Fig. 7): a newly valid coflow gets rate 0 until the next multiple, the
 bandwidth of a finished coflow stays unused until then. The policy asks for a
-:class:`Tick` (a :class:`WakeUp`) at the first multiple of eta after an event it has not acted on,
-and only then: a tick at which nothing changed would leave every rate as it is, and at eta = 1 ms a
+:class:`Tick` (a :class:`WakeUp`) at the first multiple of eta at or after an event it has not acted
+on, and only then (an event on a multiple -- in the trace, every arrival at a whole second -- is seen
+there): a tick at which nothing changed would leave every rate as it is, and at eta = 1 ms a
 periodic tick would cost the backend a step every simulated millisecond (~10^7 for one of Fig. 7's
 full-trace runs) for no decision.
 
@@ -31,6 +32,7 @@ from abc import abstractmethod
 
 import numpy as np
 
+from raytestbed.core.eventcore import EventCore
 from raytestbed.core.flows import FlowRates
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
@@ -74,6 +76,7 @@ class CoflowPolicy(Policy):
                 return wake
             c = flows.coflow_ids.index(event.coflow_id)
             ids = flows.flow_ids
+            self._last_sig = None  # the rates set now differ from the last decision's, even at the same instant
             return [SetFlowRates({ids[k]: 0.0 for k in np.flatnonzero(flows.cf == c).tolist()}), *wake]
         if isinstance(event, CoflowFinished):
             return self._observe_later(event.time)
@@ -83,17 +86,18 @@ class CoflowPolicy(Policy):
         return []
 
     def _observe_later(self, now: float) -> list[Decision]:
-        """An event at ``now`` (seconds) is to be observed at the next multiple of eta: a ``WakeUp`` for
-        it, unless one is already asked for."""
+        """An event at ``now`` (seconds) is to be observed at the first multiple of eta at or after it (an event
+        on a multiple, within the clock's resolution :attr:`EventCore.SETTLE_S`, is seen there, after the other
+        events of that instant): a ``WakeUp`` for it, unless one is already asked for."""
         if self._wake_s is not None:
             return []
         eta = self.observe_interval_s
-        k = math.floor(now / eta) + 1
-        if (k - 1) * eta > now:  # now / eta rounded up to a whole number
+        k = math.ceil(now / eta)
+        if (k - 1) * eta >= now - EventCore.SETTLE_S:  # now / eta rounded up past a multiple it is on
             k -= 1
-        if k * eta <= now:  # rounded down
+        if k * eta < now - EventCore.SETTLE_S:  # rounded down
             k += 1
-        self._wake_s = k * eta
+        self._wake_s = max(k * eta, now)
         return [WakeUp(self._wake_s)]
 
     def _read(self, view: ClusterView) -> Flows:
