@@ -317,16 +317,20 @@ def test_parrot_on_contended_nics_decides_alike_on_both_backends(network):
         assert res["records"][r.job.job_id].finish_s == pytest.approx(r.finish_s, rel=1e-9), r.job.job_id
 
 
-@pytest.mark.parametrize("network,jobs", [("parrot", "ps"), ("aalo", "ps"), ("lccf-wo-wc", "ps"), ("varys", "ps"),
-                                          ("fair", "ps"), ("aalo", "rar"), ("lccf", "rar")])
-def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(network, jobs):
+@pytest.mark.parametrize("network,jobs,eta", [("parrot", "ps", None), ("aalo", "ps", None), ("lccf-wo-wc", "ps", None),
+                                              ("varys", "ps", None), ("fair", "ps", None), ("aalo", "rar", None),
+                                              ("lccf", "rar", None), ("parrot", "ps", 0.05), ("aalo", "rar", 0.05)])
+def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(network, jobs, eta):
     """The same network policy object gets the same flow table on both backends (view.flows(): the
     fluid model's transfers laid out as the simulator's rows), so it makes the same decisions at the
     same emulated times, and every job ends at the same time. Ring all-reduce jobs: the simulator runs
-    their rings worker by worker (``schedule="transfers"``), as the emulator does."""
+    their rings worker by worker (``schedule="transfers"``), as the emulator does. ``eta``: the policy
+    observes only at multiples of that many seconds (Parrot's Fig. 7), by ``WakeUp`` on both backends."""
     cl = small_cluster(4, 2, nic_gbps=1, intra_gbs=10) if jobs == "rar" else small_cluster(2, 4, nic_gbps=1, intra_gbs=10)
     make_jobs = _contended_rar_jobs if jobs == "rar" else _contended_ps_jobs
     params = {"backfill_style": "coflowsim"} if network == "varys" else {}
+    if eta is not None:
+        params["observe_interval_s"] = eta
     fifo = {"spread": "random"} if jobs == "rar" else {}
     pols = lambda: [make_policy("fifo", "placement", 0, **fifo),  # noqa: E731
                     make_policy(network, "network", 0, **params)]
@@ -337,6 +341,8 @@ def test_a_network_policy_decides_alike_on_the_emulator_and_the_flow_simulator(n
     res, _, emu_dec, _ = run_in_process(cl, make_jobs(), pols(), fast_forward=FastForward(enabled=False))
     s, e = _network_decisions(sim_dec), _network_decisions(emu_dec)
     assert len(s) >= 5  # the policy acts on this example
+    if eta is not None:  # some decisions wait for a multiple of eta
+        assert sum(abs(t / eta - round(t / eta)) < 1e-9 and t > 0 for t, *_ in s) >= 3
     assert [x[1:] for x in e] == [x[1:] for x in s]
     assert [x[0] for x in e] == pytest.approx([x[0] for x in s], rel=1e-9, abs=1e-9)
     for r in sim.records:
