@@ -331,6 +331,32 @@ def test_vectorised_o3_matches_closed_form_and_highs_lp():
     assert coflow_gamma(flows, LinkIndex(cl)) == pytest.approx(expected, rel=1e-12)
 
 
+def test_a_subset_of_the_flow_table_keeps_each_flows_row_and_links():
+    """``Flows.subset`` (how a coflow policy zeroes one coflow's flows while it waits for a multiple of eta):
+    the chosen rows with their ids, coflows (renumbered), bytes, keys and exactly their links."""
+    rng = np.random.default_rng(5)
+    cl = Cluster(tuple(Server(i, 1, 1e9, 1e9) for i in range(5)), intra_bps=1e12)
+    st = ClusterState(cl)
+    for k in range(4):
+        st.running[k] = RunningJob(Job(k, 0.0, 10, (Stage(1, StageProfile(0.0, 0.0)),), CommPattern.RAR),
+                                   Placement(((0,),)), 0.0, 0.0, bytes_sent=1e6 * k)
+        fl = [(int(rng.integers(5)), int(rng.integers(5)), float(rng.uniform(1e6, 1e9))) for _ in range(3 + k)]
+        st.coflows[(k, 0, 0)] = CoflowInfo((k, 0, 0), k, 0.0,
+                                           tuple(FlowInfo((k, 0, 0, i), a, b, v, v) for i, (a, b, v) in enumerate(fl)))
+    flows, _ = make_policy("parrot", "network").rates_for(st.view())
+    flows.key = np.arange(100, 100 + len(flows.flow_ids))
+    rows = np.flatnonzero((flows.cf == 1) | (flows.cf == 3))
+    sub = flows.subset(rows)
+    assert sub.flow_ids == [flows.flow_ids[r] for r in rows]
+    assert sub.coflow_ids == [flows.coflow_ids[1], flows.coflow_ids[3]] and sub.coflow_job == [1, 3]
+    assert sub.cf.tolist() == [0 if flows.cf[r] == 1 else 1 for r in rows]
+    assert np.array_equal(sub.remaining, flows.remaining[rows]) and np.array_equal(sub.key, flows.key[rows])
+    assert np.array_equal(sub.job_sent, flows.job_sent[[1, 3]])
+    links = lambda f, i: sorted(f.inc_link[f.inc_flow == i].tolist())  # noqa: E731
+    assert [links(sub, i) for i in range(rows.size)] == [links(flows, r) for r in rows]
+    assert sub.owner is None
+
+
 def test_paper_wc_factor_idles_disjoint_ports():
     """Why Parrot trails Aalo on ms60 (docs/results.md, "Diagnoses", Parrot): Alg. 1 S8 shrinks every
     non-inferred coflow to W/sum W of its O3 rate on *every* port, and the single S10 factor is set by

@@ -130,6 +130,24 @@ class Flows:
     def n_coflows(self) -> int:
         return len(self.coflow_ids)
 
+    def subset(self, rows: np.ndarray) -> "Flows":
+        """The flows at ``rows`` (ascending indices) as a table of their own: their coflows renumbered in
+        order, each flow's links and the backend's ``key`` kept (``owner`` dropped: a backend applies
+        rates for it by key, as for another table's)."""
+        rows = np.asarray(rows, dtype=np.intp)
+        kept, cf = np.unique(self.cf[rows], return_inverse=True)
+        pos = np.full(len(self.flow_ids), -1, dtype=np.intp)
+        pos[rows] = np.arange(rows.size)
+        on = pos[self.inc_flow] >= 0
+        cfs = kept.tolist()
+        ids = self.flow_ids
+        ids = ids.take(rows) if isinstance(ids, LazyFlowIds) else [ids[i] for i in rows.tolist()]
+        return Flows(ids, [self.coflow_ids[c] for c in cfs],
+                     [self.coflow_job[c] for c in cfs], cf.astype(np.intp), self.src[rows], self.dst[rows],
+                     self.remaining[rows], pos[self.inc_flow[on]], self.inc_link[on], self.total[rows],
+                     key=None if self.key is None else self.key[rows],
+                     job_sent=None if self.job_sent is None else self.job_sent[kept])
+
 
 class FlowTable:
     """Reads the active coflows of a view into :class:`Flows`, caching each coflow's static arrays.
@@ -241,6 +259,10 @@ class LazyFlowIds(Sequence):
 
     def __iter__(self) -> Iterator[tuple]:
         return iter(self._all())
+
+    def take(self, rows: np.ndarray) -> "LazyFlowIds":
+        """The ids at ``rows``, still unbuilt."""
+        return LazyFlowIds(*(c[rows] for c in self._cols))
 
 
 class FlowRates(Mapping):

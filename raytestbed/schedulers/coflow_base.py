@@ -74,10 +74,9 @@ class CoflowPolicy(Policy):
             flows = self._read(view)
             if event.coflow_id not in flows.coflow_ids:
                 return wake
-            c = flows.coflow_ids.index(event.coflow_id)
-            ids = flows.flow_ids
+            rows = np.flatnonzero(flows.cf == flows.coflow_ids.index(event.coflow_id))
             self._last_sig = None  # the rates set now differ from the last decision's, even at the same instant
-            return [SetFlowRates({ids[k]: 0.0 for k in np.flatnonzero(flows.cf == c).tolist()}), *wake]
+            return [SetFlowRates(FlowRates(flows.subset(rows), np.zeros(rows.size))), *wake]
         if isinstance(event, CoflowFinished):
             return self._observe_later(event.time)
         if isinstance(event, Tick) and self._wake_s is not None and event.time >= self._wake_s:
