@@ -13,7 +13,7 @@ from raytestbed.core.policy import Policy
 from raytestbed.core.job import CommPattern, Job, JobTraffic, Stage, StageProfile
 from raytestbed.core.state import ClusterState, CoflowInfo, FlowInfo, RunningJob
 from raytestbed.core.placement import Placement
-from raytestbed.core.flows import LinkIndex
+from raytestbed.core.flows import Flows, LazyFlowIds, LinkIndex
 from raytestbed.network.coflow_rates import SATURATED_RTOL, link_loads
 from raytestbed.core.o3 import o3_cct
 from raytestbed.schedulers.aalo import PriorityCoflowPolicy
@@ -355,6 +355,8 @@ def test_a_subset_of_the_flow_table_keeps_each_flows_row_and_links():
     links = lambda f, i: sorted(f.inc_link[f.inc_flow == i].tolist())  # noqa: E731
     assert [links(sub, i) for i in range(rows.size)] == [links(flows, r) for r in rows]
     assert sub.owner is None
+    lazy = LazyFlowIds(*(np.array(c) for c in zip(*flows.flow_ids)))  # the simulator's ids, built when read
+    assert list(Flows(**{**flows.__dict__, "flow_ids": lazy}).subset(rows).flow_ids) == sub.flow_ids
 
 
 def test_paper_wc_factor_idles_disjoint_ports():
