@@ -37,6 +37,7 @@ import raytestbed.trial as _trial
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.events import (
     CoflowFinished,
+    CoflowGrew,
     CoflowStarted,
     Decision,
     Event,
@@ -70,7 +71,7 @@ __all__ = [
     # writing a policy
     "Policy", "ClusterView", "FreePool", "RunningJob", "CoflowInfo", "FlowInfo", "Placement",
     "Event", "JobArrived", "JobStarted", "JobFinished", "JobFailed", "IterationMeasured", "CoflowStarted",
-    "CoflowFinished", "Tick", "ServerLost",
+    "CoflowGrew", "CoflowFinished", "Tick", "ServerLost",
     "Decision", "StartJob", "Preempt", "Resize", "WakeUp", "SetFlowWeights", "SetFlowRates",
     "register_policy",
     # writing a workload kind

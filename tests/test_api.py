@@ -25,7 +25,7 @@ def test_the_policy_types_and_the_api_come_from_one_place():
         assert getattr(rtb, name) is getattr(api, name)
     assert rtb.Policy is policy.Policy and rtb.ClusterView is state.ClusterView
     for name in ("JobArrived", "JobStarted", "JobFinished", "JobFailed", "IterationMeasured", "CoflowStarted",
-                 "CoflowFinished", "Tick", "ServerLost", "StartJob", "Preempt", "Resize", "WakeUp",
+                 "CoflowGrew", "CoflowFinished", "Tick", "ServerLost", "StartJob", "Preempt", "Resize", "WakeUp",
                  "SetFlowWeights", "SetFlowRates"):
         assert getattr(rtb, name) is getattr(events, name)
     with pytest.raises(AttributeError):

@@ -38,6 +38,8 @@ import numpy as np
 from raytestbed.core.cluster import Cluster
 from raytestbed.core.decisions import BusyInterval, DecisionBook, JobRecord
 from raytestbed.core.events import (
+    CoflowGrew,
+    CoflowStarted,
     Decision,
     Event,
     Fault,
@@ -260,9 +262,13 @@ class EventCore:
     SETTLE_S = 1e-9
 
     def emit_settled(self, event: Event) -> None:
-        """Queue ``event`` (a ``CoflowStarted`` / ``CoflowFinished``) until the instant it happened in has
-        settled (:meth:`deliver_settled`): a network policy then sees every transfer that starts or ends
-        at that instant at once, whatever order a backend handles them in."""
+        """Queue ``event`` (a ``CoflowStarted`` / ``CoflowGrew`` / ``CoflowFinished``) until the instant it
+        happened in has settled (:meth:`deliver_settled`): a network policy then sees every transfer that
+        starts or ends at that instant at once, whatever order a backend handles them in. A ``CoflowGrew``
+        of a coflow already started or grown in this instant is dropped: that event shows its flows too."""
+        if isinstance(event, CoflowGrew) and any(
+                isinstance(e, (CoflowStarted, CoflowGrew)) and e.coflow_id == event.coflow_id for e in self._settled):
+            return
         self._settled.append(event)
 
     @property

@@ -97,6 +97,24 @@ class CoflowStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class CoflowGrew(Event):
+    """Transfers of a coflow that had already started began: flows joined it after its ``CoflowStarted``
+    (a worker that pushes after the first one did, a parameter server that pulls after another, a ring
+    all-reduce's next step). A network policy rates the flows present when it decides; this lets it rate
+    the ones that joined. At most one per coflow per instant, and none in the instant of its
+    ``CoflowStarted`` (that one already shows every flow that starts then). ``bytes``: the whole
+    coflow's, as ``CoflowStarted`` gives it."""
+
+    job_id: int
+    coflow_id: tuple
+    bytes: float
+
+    def to_json(self):
+        return {"t": self.time, "event": self.kind, "job": self.job_id, "coflow": list(self.coflow_id),
+                "bytes": self.bytes}
+
+
+@dataclass(frozen=True, slots=True)
 class CoflowFinished(Event):
     job_id: int
     coflow_id: tuple

@@ -13,6 +13,7 @@ import numpy as np
 from raytestbed.core.eventcore import EventCore
 from raytestbed.core.events import (
     CoflowFinished,
+    CoflowGrew,
     CoflowStarted,
     Fault,
     IterationMeasured,
@@ -121,14 +122,17 @@ class EmuScheduler(EventCore):
         self.drain()
 
     def coflow(self, kind: str, t: float, jid: int, coflow, nbytes: float) -> None:
-        """A coflow of a running job started or finished now (the fabric saw its first transfer start or its
-        last one in flight end): counted now, reported to the policies when the instant has settled."""
+        """A coflow of a running job started, grew or finished now (the fabric saw its first transfer start, a
+        later one start, or its last one in flight end): counted now, reported to the policies when the
+        instant has settled."""
         rj = self.state.running.get(jid)
         if rj is None:
             return
         cid = coflow if isinstance(coflow, tuple) else (coflow,)
         if kind == "started":
             self.emit_settled(CoflowStarted(t, jid, cid, nbytes))
+        elif kind == "grew":
+            self.emit_settled(CoflowGrew(t, jid, cid, nbytes))
         else:
             rj.coflows_done += 1
             self.emit_settled(CoflowFinished(t, jid, cid, nbytes))

@@ -122,8 +122,8 @@ class VirtualClock:
         on_item: called ``(t, item)`` for every scheduled item that is not the clock's own
             (``item[0]`` not ``"resume"``); the clock is at ``t``.
         on_coflow: called ``(kind, t, job_id, coflow, bytes)`` when a coflow's first transfer
-            starts (``"started"``) and when all its transfers have completed (``"finished"``;
-            :mod:`raytestbed.network.coflow_book`).
+            starts (``"started"``), when a later one of it starts (``"grew"``) and when all its
+            transfers have completed (``"finished"``; :mod:`raytestbed.network.coflow_book`).
     """
 
     def __init__(self, cluster: Cluster, nic_share: str = "fair",
@@ -407,9 +407,11 @@ class VirtualClock:
             w.left.discard(key)
 
     def _coflow_start(self, x: Transfer, owner: Hashable) -> None:
-        if x.coflow_id is not None and self._coflows.start(x.coflow_id, x.coflow_bytes, self._parts[owner].group) \
-                and self.on_coflow is not None:
-            self.on_coflow("started", self.now, x.job_id, x.coflow_id, x.coflow_bytes)
+        if x.coflow_id is None:
+            return
+        first = self._coflows.start(x.coflow_id, x.coflow_bytes, self._parts[owner].group)
+        if self.on_coflow is not None:
+            self.on_coflow("started" if first else "grew", self.now, x.job_id, x.coflow_id, x.coflow_bytes)
 
     def _coflow_end(self, x: Transfer) -> None:
         if x.coflow_id is None:

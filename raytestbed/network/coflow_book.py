@@ -6,7 +6,9 @@ pull back (spec README, "Turning a job's per-iteration traffic into coflows"; Pa
 starts with its first transfer and is complete only when all its flows are, that is when its
 transfers have moved its whole size (``coflow_bytes``, known when it starts, as Parrot §4.1
 assumes). Between a ring's steps, or while a slow worker has not yet pushed, no transfer of the
-coflow may be in flight: it is still the same, unfinished coflow.
+coflow may be in flight: it is still the same, unfinished coflow. A transfer that starts after the
+first grows it (the backends report a ``CoflowGrew``, so a network policy can rate the flows that
+joined).
 
 A coflow of unknown size (0 bytes) is complete when none of its transfers is in flight.
 """

@@ -1,13 +1,15 @@
 """Shared driver of the coflow network policies (Parrot, Aalo, LCCF).
 
 A coflow policy recomputes the rate of every active flow when it observes a
-scheduling event (a coflow becomes valid or completes, Parrot Alg. 1 S1) and
-emits them as one :class:`SetFlowRates`; rates stay frozen between decisions.
+scheduling event (a coflow becomes valid or completes, Parrot Alg. 1 S1; or flows
+join a valid coflow, :class:`~raytestbed.core.events.CoflowGrew`: a worker that pushes
+late, a ring's next step) and emits them as one :class:`SetFlowRates`; rates stay
+frozen between decisions.
 
 Observation: with ``observe_interval_s`` = None (default) events
 are observed at once. With eta > 0 the policy only looks at multiples of eta
-(Parrot Fig. 7): a newly valid coflow gets rate 0 until the next multiple, the
-bandwidth of a finished coflow stays unused until then. The policy asks for a
+(Parrot Fig. 7): a newly valid coflow, and the flows that join a valid one, get rate 0
+until the next multiple, the bandwidth of a finished coflow stays unused until then. The policy asks for a
 :class:`Tick` (a :class:`WakeUp`) at the first multiple of eta at or after an event it has not acted
 on, and only then (an event on a multiple -- in the trace, every arrival at a whole second -- is seen
 there): a tick at which nothing changed would leave every rate as it is, and at eta = 1 ms a
@@ -37,7 +39,8 @@ from raytestbed.core.flows import FlowRates
 from raytestbed.core.state import ClusterView
 from raytestbed.errors import PolicyError
 from raytestbed.core.flows import Flows, FlowTable, LinkIndex
-from raytestbed.core.events import CoflowFinished, CoflowStarted, Decision, Event, SetFlowRates, Tick, WakeUp
+from raytestbed.core.events import (CoflowFinished, CoflowGrew, CoflowStarted, Decision, Event, SetFlowRates, Tick,
+                                    WakeUp)
 from raytestbed.core.policy import Policy
 
 #: Default of ``fill_residual`` for every coflow policy (Parrot, Aalo, LCCF): no weighted max-min
@@ -66,23 +69,30 @@ class CoflowPolicy(Policy):
 
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
         if self.observe_interval_s is None:
-            if isinstance(event, (CoflowStarted, CoflowFinished)):
+            if isinstance(event, (CoflowStarted, CoflowGrew, CoflowFinished)):
                 return self.decide(view)
             return []
-        if isinstance(event, CoflowStarted):
-            wake = self._observe_later(event.time)
-            flows = self._read(view)
-            if event.coflow_id not in flows.coflow_ids:
-                return wake
-            rows = np.flatnonzero(flows.cf == flows.coflow_ids.index(event.coflow_id))
-            self._last_sig = None  # the rates set now differ from the last decision's, even at the same instant
-            return [SetFlowRates(FlowRates(flows.subset(rows), np.zeros(rows.size))), *wake]
+        if isinstance(event, (CoflowStarted, CoflowGrew)):
+            return [*self._hold(event, view), *self._observe_later(event.time)]
         if isinstance(event, CoflowFinished):
             return self._observe_later(event.time)
         if isinstance(event, Tick) and self._wake_s is not None and event.time >= self._wake_s:
             self._wake_s = None  # a tick another policy asked for before ours is not a multiple of eta
             return self.decide(view)
         return []
+
+    def _hold(self, event: CoflowStarted | CoflowGrew, view: ClusterView) -> list[Decision]:
+        """Rate 0, until the next multiple of eta, for the flows of ``event``'s job that have moved nothing: the
+        flows of a coflow that started or that joined one that grew, which the policy has not observed yet
+        (a flow it rated 0 before stays at 0). By job, as the table shows a job run worker by worker: its
+        transfers in flight as one coflow of its own id, one active coflow per job (Parrot §4.1)."""
+        flows = self._read(view)
+        job = np.asarray(flows.coflow_job, dtype=np.int64)[flows.cf] == event.job_id
+        rows = np.flatnonzero(job & (flows.remaining >= flows.total))
+        if not rows.size:
+            return []
+        self._last_sig = None  # the rates set now differ from the last decision's, even at the same instant
+        return [SetFlowRates(FlowRates(flows.subset(rows), np.zeros(rows.size)))]
 
     def _observe_later(self, now: float) -> list[Decision]:
         """An event at ``now`` (seconds) is to be observed at the first multiple of eta at or after it (an event

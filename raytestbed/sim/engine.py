@@ -62,6 +62,7 @@ from raytestbed.sim.flownet import FlowNet
 from raytestbed.sim.pipeline_workers import WorkerRun, uses_workers
 from raytestbed.core.events import (
     CoflowFinished,
+    CoflowGrew,
     CoflowStarted,
     Decision,
     Event,
@@ -568,6 +569,8 @@ class Simulator(EventCore):
         def coflow_event(kind: str, cf_id: tuple, nbytes: float) -> None:
             if kind == "started":
                 self.emit_settled(CoflowStarted(self.state.now, jid, cf_id, nbytes))
+            elif kind == "grew":
+                self.emit_settled(CoflowGrew(self.state.now, jid, cf_id, nbytes))
             else:
                 self.state.running[jid].coflows_done += 1
                 self.emit_settled(CoflowFinished(self.state.now, jid, cf_id, nbytes))

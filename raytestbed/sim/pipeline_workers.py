@@ -22,9 +22,9 @@ servers another, a transfer inside a server one per GPU pair; a connection gets 
 max-min share and its members split it equally.
 
 Each all-reduce (stage, iteration), PS push and PS pull is a coflow for the policies, started with
-its first transfer and finished when all its transfers have arrived (``coflow_event``; the rule the
-emulator's clock uses too, :mod:`raytestbed.network.coflow_book`); activation and gradient slices
-belong to no coflow.
+its first transfer, grown when a later transfer of it starts, and finished when all its transfers have
+arrived (``coflow_event``; the rule the emulator's clock uses too,
+:mod:`raytestbed.network.coflow_book`); activation and gradient slices belong to no coflow.
 
 An iteration ends when every replica has finished its backward (and all-reduce) of it: the latest
 of their times. Its time is the gap to the previous end (the first counts from the run's start, the
@@ -123,8 +123,8 @@ class WorkerRun:
         set_shares: ``(flow keys, shares)``: each flow's part of its connection's rate.
         wake_at: ``(t, participant index)``: call :meth:`resume` at ``t`` (> now).
         iteration_at: ``(t_end, compute_s, comm_s)``: the next iteration done at ``t_end`` (>= now).
-        coflow_event: ``(kind, coflow id, bytes)``: an all-reduce, push or pull coflow ``"started"`` /
-            ``"finished"`` now.
+        coflow_event: ``(kind, coflow id, bytes)``: an all-reduce, push or pull coflow ``"started"`` (its first
+            transfer), ``"grew"`` (a later transfer of it started) or ``"finished"`` now.
         scale: each iteration of the schedule stands for this many of the job's (the simulator's
             ``iterations_per_coflow`` q: q x compute, q x bytes per transfer; 1 is exact).
         start_iteration: the job's iterations done before this run (names the coflows).
@@ -310,9 +310,10 @@ class WorkerRun:
         for x in step.sends:
             x.start_s = self.now
             step.pending.add(x.key)
-            if x.coflow is not None and self._coflows.start(x.coflow, x.coflow_bytes) \
-                    and self._coflow_event is not None:
-                self._coflow_event("started", x.coflow, x.coflow_bytes)
+            if x.coflow is not None:
+                first = self._coflows.start(x.coflow, x.coflow_bytes)
+                if self._coflow_event is not None:
+                    self._coflow_event("started" if first else "grew", x.coflow, x.coflow_bytes)
             (self._instant if x.src_gpu == x.dst_gpu or x.nbytes <= 0 else flows).append(x)
         for x in flows:  # (started in the network by :meth:`_flush`)
             self._starting.append(x)
