@@ -86,7 +86,9 @@ class IterationMeasured(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class CoflowStarted(Event):
+class CoflowEvent(Event):
+    """Base of the coflow events: ``job_id``, ``coflow_id``, ``bytes`` (bytes)."""
+
     job_id: int
     coflow_id: tuple
     bytes: float
@@ -97,7 +99,12 @@ class CoflowStarted(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class CoflowGrew(Event):
+class CoflowStarted(CoflowEvent):
+    """A coflow's first transfer began; ``bytes``: the whole coflow's (every transfer of it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CoflowGrew(CoflowEvent):
     """Transfers of a coflow that had already started began: flows joined it after its ``CoflowStarted``
     (a worker that pushes after the first one did, a parameter server that pulls after another, a ring
     all-reduce's next step). A network policy rates the flows present when it decides; this lets it rate
@@ -105,24 +112,10 @@ class CoflowGrew(Event):
     ``CoflowStarted`` (that one already shows every flow that starts then). ``bytes``: the whole
     coflow's, as ``CoflowStarted`` gives it."""
 
-    job_id: int
-    coflow_id: tuple
-    bytes: float
-
-    def to_json(self):
-        return {"t": self.time, "event": self.kind, "job": self.job_id, "coflow": list(self.coflow_id),
-                "bytes": self.bytes}
-
 
 @dataclass(frozen=True, slots=True)
-class CoflowFinished(Event):
-    job_id: int
-    coflow_id: tuple
-    bytes: float
-
-    def to_json(self):
-        return {"t": self.time, "event": self.kind, "job": self.job_id, "coflow": list(self.coflow_id),
-                "bytes": self.bytes}
+class CoflowFinished(CoflowEvent):
+    """All of a coflow's transfers have arrived; ``bytes``: what they moved."""
 
 
 @dataclass(frozen=True, slots=True)
