@@ -1,4 +1,5 @@
-"""The flow simulator's flow arrays (sim/flownet.py): flows that reach their threshold while at rate 0."""
+"""The flow simulator's flow arrays (sim/flownet.py): flows that reach their threshold while at rate 0; the
+table policies read."""
 
 from __future__ import annotations
 
@@ -41,3 +42,22 @@ def test_a_flow_that_reached_its_threshold_before_its_rate_went_to_0_still_ends(
     assert net.complete() == [0]  # job 0's coflow has no flow left
     assert len(net) == 1
     assert abs(dict(net.take_sent())[0] - GB) < 1e-3
+
+
+def test_the_table_a_policy_reads_follows_the_bytes_and_the_rows():
+    """Between row changes the table keeps its row layout and shows the bytes left and sent now; a new
+    coflow's rows show at once (the parts that bytes do not move are kept per set of rows)."""
+    net = _net()
+    net.add_coflow(0, (0, 0, 0), np.array([0, 1]), np.array([1, 2]), np.array([GB, 2 * GB]), 0.0)
+    net.reallocate()
+    first = net.table({0: 0.0})
+    assert first.remaining.tolist() == [GB, 2 * GB] and first.job_sent.tolist() == [0.0]
+    net.advance(0.5)  # each flow at 1 GB/s for 0.5 s
+    later = net.table({0: 123.0})
+    assert later.remaining.tolist() == [0.5 * GB, 1.5 * GB] and later.job_sent.tolist() == [123.0]
+    assert first.remaining.tolist() == [GB, 2 * GB]  # a table read before keeps its bytes
+    assert list(later.flow_ids) == list(first.flow_ids) and later.inc_link.tolist() == first.inc_link.tolist()
+    net.add_coflow(1, (1, 0, 0), np.array([2]), np.array([0]), np.array([4 * GB]), 0.5)
+    both = net.table({0: 123.0, 1: 0.0})
+    assert both.coflow_ids == [(0, 0, 0), (1, 0, 0)] and both.remaining.tolist() == [0.5 * GB, 1.5 * GB, 4 * GB]
+    assert both.cf.tolist() == [0, 0, 1] and len(both.inc_flow) > len(later.inc_flow)

@@ -30,6 +30,7 @@ Units: bytes, bytes/s, seconds.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -107,6 +108,7 @@ class FlowNet:
         self._blocks: tuple | None = None
         self._checked = False  #: the policy rates passed the capacity check; none set since
         self._table: tuple | None = None
+        self._rows_table: tuple | None = None  #: ((version, coflow ids), the table's parts that bytes do not move)
         self._infos: tuple | None = None
         self._members: tuple | None = None  #: (groups, ptr, members): link -> groups index of the allocator
         self._moving: np.ndarray | None = None  #: rows with a positive rate (None: find them again)
@@ -660,33 +662,34 @@ class FlowNet:
     # ------------------------------------------------------------------ what policies read
     def table(self, job_sent: Mapping[int, float]) -> Flows:
         """The active flows as a :class:`~raytestbed.core.flows.Flows` table (cached until rows change or
-        bytes move); ``job_sent``: job id -> bytes sent so far."""
+        bytes move; what does not depend on the bytes, until rows change); ``job_sent``: job id -> bytes
+        sent so far."""
         self.compact()
         stamp = (self.version, self._moved)
         if self._table is not None and self._table[0] == stamp:
             return self._table[1]
         first, counts, ranks = self.blocks()
-        jids = self.jid_of_rank[ranks].tolist()
-        cf = np.repeat(np.arange(first.size, dtype=np.intp), counts)
-        fab = np.flatnonzero(self.grp >= 0)
-        gl = self._glinks[self.grp[fab]]
-        on = gl >= 0
-        inc_flow = np.repeat(fab, on.sum(axis=1))
-        inc_link = gl[on]
-        out = Flows(
-            flow_ids=LazyFlowIds(self.jid_of_rank[self.rank], *self._cycle_index(first, counts, ranks), self.num),
-            coflow_ids=[self.coflow[r][0] for r in ranks.tolist()],
-            coflow_job=jids, cf=cf, src=self.src, dst=self.dst,
-            remaining=np.maximum(self.rem, MIN_BYTES), inc_flow=inc_flow, inc_link=inc_link,
-            total=self.total, key=self.uid, owner=self, version=self.version,
-            job_sent=np.array([job_sent[j] for j in jids], dtype=float),
-        )
+        cids = [self.coflow[r][0] for r in ranks.tolist()]
+        rows = (self.version, cids)
+        if self._rows_table is None or self._rows_table[0] != rows:
+            jids = self.jid_of_rank[ranks].tolist()
+            fab = np.flatnonzero(self.grp >= 0)
+            gl = self._glinks[self.grp[fab]]
+            on = gl >= 0
+            self._rows_table = (rows, Flows(
+                flow_ids=LazyFlowIds(self.jid_of_rank[self.rank], *self._cycle_index(cids, counts), self.num),
+                coflow_ids=cids, coflow_job=jids, cf=np.repeat(np.arange(first.size, dtype=np.intp), counts),
+                src=self.src, dst=self.dst, remaining=self.rem, inc_flow=np.repeat(fab, on.sum(axis=1)),
+                inc_link=gl[on], total=self.total, key=self.uid, owner=self, version=self.version))
+        skeleton = self._rows_table[1]
+        out = replace(skeleton, remaining=np.maximum(self.rem, MIN_BYTES),
+                      job_sent=np.array([job_sent[j] for j in skeleton.coflow_job], dtype=float))
         self._table = (stamp, out)
         return out
 
-    def _cycle_index(self, first, counts, ranks) -> tuple[np.ndarray, np.ndarray]:
-        """Per row: the cycle and coflow index of its coflow."""
-        cids = [self.coflow[r][0] for r in ranks.tolist()]
+    @staticmethod
+    def _cycle_index(cids: list[tuple], counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per row: the cycle and coflow index of its coflow (``cids``: each block's coflow id; ``counts``: rows)."""
         cyc = np.repeat(np.array([c[1] for c in cids], dtype=np.int64), counts)
         idx = np.repeat(np.array([c[2] for c in cids], dtype=np.int64), counts)
         return cyc, idx
@@ -700,7 +703,7 @@ class FlowNet:
             return self._infos[1]
         first, counts, ranks = self.blocks()
         jid = self.jid_of_rank[self.rank].tolist()
-        cyc, cidx = self._cycle_index(first, counts, ranks)
+        cyc, cidx = self._cycle_index([self.coflow[r][0] for r in ranks.tolist()], counts)
         cols = [cyc.tolist(), cidx.tolist(), self.num.tolist(), self.src.tolist(), self.dst.tolist(),
                 self.total.tolist(), self.rem.tolist()]
         out: dict[tuple, CoflowInfo] = {}
