@@ -115,7 +115,7 @@ def finished_summary(folder: Path, cell) -> dict[str, Any] | None:
     if not (meta.is_file() and summ.is_file()):
         return None
     try:
-        if json.loads(meta.read_text(encoding="utf-8")).get("fingerprint") != cell.fingerprint:
+        if json.loads(meta.read_text(encoding="utf-8")).get("fingerprint") not in cell.fingerprints:
             return None
         return json.loads(summ.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError):

@@ -88,7 +88,7 @@ def run_sweep(sweep: Sweep, out: str | Path, *, executor: str = "ray", address: 
     for c in cells:
         dest = out / CELLS / c.key
         finished = finished_summary(dest, c) is not None
-        src = None if finished else elsewhere.get(c.fingerprint)
+        src = None if finished else next((elsewhere[f] for f in c.fingerprints if f in elsewhere), None)
         if src is not None and src.resolve() != dest.resolve():
             copy_cell(src, dest, c)
             res.reused.append(c.key)

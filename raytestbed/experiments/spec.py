@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from raytestbed.config import DEFAULTS_AS_BEFORE, LoadedTrial, load_trial, parse_trial, read_yaml
 from raytestbed.errors import ConfigError
-from raytestbed.resources import resolve
+from raytestbed.resources import package_root, resolve
 from raytestbed.schedulers.base import available_policies
 from raytestbed.trial import BackendSpec
 
@@ -175,15 +175,40 @@ class Cell:
     @property
     def fingerprint(self) -> str:
         """A hash of everything that determines the cell's result (the trial, policy, seed, backend); the
-        settings of :data:`~raytestbed.config.DEFAULTS_AS_BEFORE` count only away from their default."""
+        settings of :data:`~raytestbed.config.DEFAULTS_AS_BEFORE` count only away from their default.
+
+        A trial shipped with the package counts by its path inside the package (:func:`portable_path`), so
+        two checkouts or an installed wheel give its cells the same fingerprint; any other trial file by
+        its absolute path (relative workload paths resolve from its folder)."""
+        return self._hash(portable_path(self.path))
+
+    @property
+    def fingerprints(self) -> tuple[str, str]:
+        """:attr:`fingerprint`, then the one cells finished before it was portable carry (the trial file's
+        absolute path): a finished cell with either is this cell's result."""
+        return self.fingerprint, self._hash(self.path)
+
+    def _hash(self, path: str | None) -> str:
         blob = json.dumps({"data": _without_defaults_as_before(self.data), "pair": self.pair, "seed": self.seed,
-                           "backend": self.backend, "path": self.path}, sort_keys=True, default=str)
+                           "backend": self.backend, "path": path}, sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:20]
 
     def describe(self) -> dict[str, Any]:
         """The identifying columns of the cell's row in ``sweep.csv``."""
         return {"trial": self.trial, **{a: v for a, v in self.point}, "policy": self.policy, "seed": self.seed,
                 "cell": self.key}
+
+
+def portable_path(path: str | None) -> str | None:
+    """``path`` as a cell's fingerprint counts it: ``package:REL`` for a file inside the package's shipped
+    folders (:func:`~raytestbed.resources.package_root`), else unchanged."""
+    if path is None:
+        return None
+    try:
+        rel = Path(path).resolve().relative_to(package_root().resolve())
+    except ValueError:
+        return path
+    return f"package:{rel.as_posix()}"
 
 
 def _without_defaults_as_before(data: dict[str, Any]) -> dict[str, Any]:
