@@ -126,6 +126,7 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     cells = {f.id: _cells(f.sweep) for f in parrot.FIGURES}
     assert f"{len(_cluster(cells['fig5'][0]).servers)} servers" in _section("Parrot")
     for fig, prefix in (("fig5", "Fig. 5, scale"), ("fig5-full-iterations", "Fig. 5 with every trace iteration:"),
+                        ("fig7", "Fig. 7: observation"), ("fig7-full-iterations", "Fig. 7 with every trace iteration:"),
                         ("fig8", "Fig. 8:"), ("fig8-full-iterations", "Fig. 8 with every trace iteration:"),
                         ("fig9", "Fig. 9:"), ("fig9-full-iterations", "Fig. 9 with every trace iteration:"),
                         ("fig10", "Fig. 10:"),
@@ -138,6 +139,12 @@ def test_parrot_figures_run_the_setting_of_their_rows():
     for fig, prefix in (("fig8", "Fig. 8:"), ("fig8-full-iterations", "Fig. 8 with every trace iteration:")):
         thetas = sorted({c.data["policy_params"].get("parrot", {}).get("theta_max") for c in cells[fig]} - {None})
         assert f"θ_max {thetas[0]:g}–{thetas[-1]:g}" in _row("Parrot", prefix)
+    for fig, prefix in (("fig7", "Fig. 7: observation"), ("fig7-full-iterations", "Fig. 7 with every trace iteration:")):
+        etas = _join([f"{v:g}" for v in _axis(cells[fig], "eta_ms")])
+        assert f"η = {etas.replace(' and ', ', ')} ms" in _row("Parrot", prefix)
+        nics = {f"{v:g}G" for v in _axis(cells[fig], "cluster.nic_gbps")}
+        assert nics == {"10G", "40G"}
+    assert "10G and 40G" in _row("Parrot", "Fig. 7 with every trace iteration:")
     full9 = cells["fig9-full-iterations"]
     assert _axis(full9, "workload.mean_gap_s") == _axis(cells["fig9"], "workload.mean_gap_s")
     assert f"{full9[0].data['workload']['jobs']} jobs" in _row("Parrot", "Fig. 9 with every trace iteration:")
