@@ -225,3 +225,24 @@ def test_failed_cells_exit_1_with_one_line_per_cause_and_leave_the_page_alone(tm
     assert page.read_text() == "keep\n"
     verdict = pd.read_csv(out / "claims.csv")["verdict"].tolist()
     assert verdict == ["not evaluated: 2 of 2 cells failed"]
+
+
+def test_a_cell_one_figure_finished_is_reused_by_the_next(tmp_path):
+    """Figures of one reproduction share cells (SJF-BCO's Fig. 5 at kappa = 1 is a point of Fig. 7): the later
+    figure copies the finished cell from the folder instead of running it; with --force every cell runs."""
+    import json
+
+    from raytestbed.traces.datadir import find_data_dir
+
+    if find_data_dir() is None:
+        pytest.skip("shared/data not available")
+    out = tmp_path / "r"
+    reproduce("sjfbco", "fig5,fig7", True, out, executor="serial", show_progress=False)
+    metas = [json.loads(p.read_text()) for p in (out / "fig7" / "cells").rglob("cell.json")]
+    reused = [m for m in metas if "reused_from" in m]
+    assert len(reused) == 1 and "/fig5/cells/" in reused[0]["reused_from"]
+    src = out / reused[0]["reused_from"].split(str(out) + "/")[1]
+    dest = out / "fig7" / "cells" / reused[0]["cell"]
+    assert (src / "jobs.csv").read_bytes() == (dest / "jobs.csv").read_bytes()
+    reproduce("sjfbco", "fig7", True, out, executor="serial", show_progress=False, force=True)
+    assert not [p for p in (out / "fig7" / "cells").rglob("cell.json") if "reused_from" in json.loads(p.read_text())]

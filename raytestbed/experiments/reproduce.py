@@ -69,7 +69,8 @@ def reproduce(paper: str, figs: str | None, quick: bool, out: Path, *, executor:
     the paper's first): the page records the papers' settings. ``workload``: another trace (A-SRPT) or
     arrival pattern (GADGET), see :func:`~raytestbed.experiments.papers.workloads`. ``reuse``: folders
     whose finished cells of the same fingerprint are copied in instead of run
-    (:func:`~raytestbed.experiments.runner.run_sweep`).
+    (:func:`~raytestbed.experiments.runner.run_sweep`); a cell that another figure has finished in ``out``
+    is taken the same way (a baseline two figures share runs once), except with ``force``.
     """
     if quick and results_md is not None:
         raise RaytestbedError("--quick is a smoke test of the pipeline: it issues no verdict and never writes "
@@ -110,8 +111,10 @@ def _reproduce(paper: str, chosen: list[Figure], quick: bool, out: Path, executo
             folder.mkdir(parents=True, exist_ok=True)
             ours = fig.run(folder, quick)
         else:
+            # a cell another figure of this folder has finished (the same fingerprint) is copied, not run again
             res = run_sweep(fig.sweep(quick), folder, executor=executor, address=address, workers=workers,
-                            show_progress=show_progress, force=force, report_failures=False, reuse=reuse)
+                            show_progress=show_progress, force=force, report_failures=False,
+                            reuse=reuse if force else (*reuse, out))
             failed += [{**f, "figure": fig.id} for f in res.failed]
             ours = fig.ours(res.table, folder) if res.table is not None and len(res.table) else ["(no cell finished)"]
         table = res.table if fig.run is None else None
