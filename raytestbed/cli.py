@@ -462,7 +462,9 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--quick", action="store_true", help="a smoke test of the pipeline at small sizes (a few "
                     "minutes per paper): our numbers, no verdict")
     rp.add_argument("--workload", help="asrpt: the trace the job sets come from, aaic (default) | google (the Google "
-                    "2011 trace); gadget: the arrival pattern, poisson (default) | google | philly | aaic")
+                    "2011 trace), each fitting the predictors on every earlier trace row, or aaic-window | "
+                    "google-window: on only the 20,000 rows before each set; gadget: the arrival pattern, "
+                    "poisson (default) | google | philly | aaic")
     rp.add_argument("--out", help="folder (default results/reproduce/PAPER[-quick]); re-running continues it")
     rp.add_argument("--address", help="Ray cluster to run the cells on (default: a local Ray on all cores)")
     rp.add_argument("--workers", type=int, help="local Ray: CPUs to use (default: all cores)")

@@ -35,9 +35,48 @@ def test_exact_forest_predicts_what_sklearn_predicts(case):
     np.testing.assert_array_equal(ours.predict(q), ref.predict(q))
 
 
+def _queries(X):
+    gs = np.unique(X[:, 0])
+    return np.unique(np.r_[X, np.c_[gs, -np.ones_like(gs)], np.c_[gs + 0.5, np.full_like(gs, 3.0)]], axis=0)
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_targets_of_millions_are_still_exact(case):
+    """Targets whose squares sum past 2**53 (AAIC jobs of millions of iterations): every decision on
+    those sums is taken outside its rounding bound here, so the forest is built and equals scikit-learn's."""
+    rng = np.random.default_rng(100 + case)
+    n = int(rng.integers(2000, 6000))
+    X, y = _data(rng, n, int(rng.integers(50, 300)), int(rng.integers(5, 40)), 30000, dup=False)
+    y = np.where(rng.random(n) < 0.05, rng.integers(10**6, 10**8, n), y).astype(float)
+    assert float(n) * y.max() ** 2 > 2.0 ** 53  # beyond the old all-rows bound
+    seed = int(rng.integers(0, 1000))
+    ref = RandomForestRegressor(n_estimators=10, random_state=seed, n_jobs=1).fit(X, y)
+    ours = forest.fit(X, y, n_estimators=10, seed=seed)
+    assert ours is not None
+    q = _queries(X)
+    np.testing.assert_array_equal(ours.predict(q), ref.predict(q))
+
+
+def test_an_undecidable_pure_node_falls_back_to_sklearn():
+    """A pure node of huge targets: its exact impurity is 0, scikit-learn's rounded one depends on its row
+    order, so the exact forest declines (None) and the predictor's fit is scikit-learn's own."""
+    from raytestbed.predict.iterations import RandomForestPredictor
+
+    groups = [str(i % 40) for i in range(4000)]
+    users = ["u"] * 4000
+    iters = [10**8 if g == "3" else 1000 + 37 * int(g) + i % 5 for i, g in enumerate(groups)]
+    X = np.c_[[float(g) for g in groups], np.zeros(4000)]
+    assert forest.fit(X, np.asarray(iters, float), n_estimators=5, seed=2) is None
+    p = RandomForestPredictor(seed=2, n_estimators=5).fit(groups, users, iters)
+    ref = RandomForestRegressor(n_estimators=5, random_state=2, n_jobs=1).fit(X, np.asarray(iters, float))
+    want = np.maximum(0, np.rint(ref.predict(np.c_[np.arange(40.0), np.zeros(40)]))).astype(int)
+    assert list(p.predict([str(g) for g in range(40)], ["u"] * 40)) == list(want)
+
+
 def test_bound_rejects_what_would_not_be_exact():
     assert not forest.exact_bound_holds(np.array([1.5, 2.0]))
-    assert not forest.exact_bound_holds(np.array([1e8] * 1000))
+    assert not forest.exact_bound_holds(np.array([1e13] * 1000))
+    assert forest.exact_bound_holds(np.array([1e8] * 1000))
     assert forest.exact_bound_holds(np.array([20000.0] * 150000))
     assert forest.fit(np.zeros((2, 2)), np.array([0.5, 1.0])) is None
 

@@ -6,6 +6,7 @@ cells, writes them the way the results page writes them, and looks for that text
 the page (or the page without the sweep) fails here.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,12 +61,25 @@ def _homogeneous(cell) -> str:
     return f"{len(cl.servers)} × {gpus.pop()} GPUs"
 
 
-def test_asrpt_fig6_runs_the_setting_of_its_row():
-    cells = _cells(asrpt.jobs_sweep)
-    row = _row("A-SRPT", "Fig. 6 at the paper's four job counts")
+def _asrpt_cells(sweep, row: str, trace: str = "aaic"):
+    """The full-mode cells of an A-SRPT figure on the workload its row's command names (``--workload
+    aaic-window``: a row run with the predictors fitted on the 20,000 rows before each set)."""
+    named = re.search(r"--workload ([a-z-]+)", row)
+    return _cells(lambda quick: sweep(quick, named.group(1) if named else trace))
+
+
+def _history(cells) -> str:
     wl = cells[0].data["workload"]
+    if wl["history_span"] == "all":
+        return "every trace row before each set as history"
+    return f"{wl['history_jobs']:,} trace jobs before each set as history"
+
+
+def test_asrpt_fig6_runs_the_setting_of_its_row():
+    row = _row("A-SRPT", "Fig. 6 at the paper's four job counts")
+    cells = _asrpt_cells(asrpt.jobs_sweep, row)
     for text in (_homogeneous(cells[0]), f"{_join(_axis(cells, 'jobs'), ',')} consecutive AAIC jobs",
-                 f"{wl['history_jobs']:,} trace jobs before each set as history", _seeds(cells)):
+                 _history(cells), _seeds(cells)):
         assert text in row, text
     assert len(cells) == 4 * (len(asrpt.POLICIES) + len(asrpt.READING_LINES)) * 5
     for reading in asrpt.READINGS:
@@ -77,27 +91,28 @@ def _asrpt_75k_row(cells, row: str) -> None:
     wl = cells[0].data["workload"]
     loads = _axis(cells, "workload.offered_load") if "workload.offered_load" in dict(cells[0].point) else \
         [wl["offered_load"]]
-    for text in (f"{_homogeneous(cells[0])}, {wl['jobs']:,} jobs", f"{wl['history_jobs']:,} history jobs",
+    for text in (f"{_homogeneous(cells[0])}, {wl['jobs']:,} jobs", _history(cells),
                  f"offered load {_join(loads)}", _seeds(cells)):
         assert text in row, text
 
 
 def test_asrpt_load_axis_runs_the_setting_of_its_row():
-    _asrpt_75k_row(_cells(asrpt.load_sweep), _row("A-SRPT", "Load axis (our addition: the paper gives no load), AAIC"))
+    row = _row("A-SRPT", "Load axis (our addition: the paper gives no load), AAIC")
+    _asrpt_75k_row(_asrpt_cells(asrpt.load_sweep, row), row)
 
 
 
 def test_asrpt_fig7_runs_the_setting_of_its_row():
-    cells = _cells(asrpt.single_sweep)
     row = _row("A-SRPT", "Fig. 7: single-GPU share, AAIC")
+    cells = _asrpt_cells(asrpt.single_sweep, row)
     _asrpt_75k_row(cells, row)
     assert f"single-GPU share {_join(sorted(_axis(cells, 'workload.single_gpu_share'), reverse=True), 'g')}" in row
     assert f"({len(cells)} cells)" in row
 
 
 def test_asrpt_fig8_runs_the_setting_of_its_row():
-    cells = _cells(asrpt.nic_sweep)
     row = _row("A-SRPT", "Fig. 8: NIC bandwidth, AAIC")
+    cells = _asrpt_cells(asrpt.nic_sweep, row)
     _asrpt_75k_row(cells, row)
     wl = cells[0].data["workload"]
     assert wl["single_gpu_share"] == 0 and "(share 0)" in row
@@ -194,10 +209,11 @@ def test_a_changed_sweep_would_fail(prefix, monkeypatch):
 
 
 def test_asrpt_google_load_axis_runs_the_setting_of_its_row():
-    cells = _cells(lambda quick: asrpt.load_sweep(quick, "google"))
+    row = _row("A-SRPT", "Load axis (our addition), Google 2011")
+    cells = _asrpt_cells(asrpt.load_sweep, row, "google")
     wl = cells[0].data["workload"]
     assert wl["kind"] == "google" and wl["gpus_from"] == "aaic"
-    _asrpt_75k_row(cells, _row("A-SRPT", "Load axis (our addition), Google 2011"))
+    _asrpt_75k_row(cells, row)
 
 
 def test_gadget_figures_run_the_setting_of_their_rows():
@@ -228,6 +244,8 @@ def test_gadget_figures_run_the_setting_of_their_rows():
 
 
 def test_asrpt_fig9_runs_the_setting_of_its_row():
-    cells = _cells(asrpt.predictor_sweep)
-    _asrpt_75k_row(cells, _row("A-SRPT", "Fig. 9: predictors, AAIC"))
+    row = _row("A-SRPT", "Fig. 9: predictors, AAIC")
+    cells = _asrpt_cells(asrpt.predictor_sweep, row)
+    _asrpt_75k_row(cells, row)
+    assert f"({len(cells)} cells" in row
     assert {"asrpt", "asrpt-perfect", "asrpt[median]", "asrpt[mean]"} <= {c.policy for c in cells}

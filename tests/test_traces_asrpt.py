@@ -249,6 +249,24 @@ def test_joint_history_mode_builds_one_run_and_splits_it(data_root):
         assert [j.job_id for j in js] == list(range(10))
 
 
+def test_history_span_all_fits_on_every_row_before_the_same_set(data_root):
+    """history_span all: every trace row before the job set is history, in both modes; the set's rows are
+    the ones the window would give (the same start draw)."""
+    cl = small_cluster(4, 4)
+    for mode in ("before", "joint"):
+        for seed in (1, 2):
+            spec = {"jobs": 10, "start": "random", "history_jobs": 5, "history_mode": mode}
+            win = _load("aaic", spec, seed=seed, cluster=cl)
+            every = _load("aaic", {**spec, "history_span": "all"}, seed=seed, cluster=cl)
+            assert [j.extra["trace_row"] for j in every] == [j.extra["trace_row"] for j in win]
+            first = int(every[0].extra["trace_row"].rsplit(" ", 1)[1]) - 2  # 0-based trace index of the set
+            assert len(every.predictor_history) == first > len(win.predictor_history) == 5
+            assert [j.extra["trace_row"] for j in every.history_jobs] == \
+                [f"{every[0].extra['trace_row'].rsplit(' ', 1)[0]} {i + 2}" for i in range(first)]
+    every = _load("aaic", {"jobs": 10, "start": 25, "history_jobs": 20, "history_span": "all"}, cluster=cl)
+    assert len(every.predictor_history) == 25
+
+
 def test_history_rows_reach_the_predicting_policies(data_root):
     from raytestbed.trial import with_workload_history
 

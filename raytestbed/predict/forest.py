@@ -15,10 +15,18 @@ same values, bit for bit:
   (``rand_r``-style xorshift, Fisher-Yates over features, constant-feature bookkeeping),
   thresholds half-way between neighbouring float32 values, strict ``>`` between candidates,
   and the MSE criterion's proxy, impurity and improvement formulas in float64;
-* every sum scikit-learn forms in a node is a sum of integers below 2**53, hence exact in
-  any order, so grouping rows by input changes no floating-point result. :func:`fit` checks
-  this bound (and integral data) and returns ``None`` where it does not hold; the caller
-  then uses scikit-learn itself.
+* the weights and the sums of w x y scikit-learn forms in a node are integers below 2**53,
+  hence exact in any order, so grouping rows by input changes none of them, nor the split
+  choice and node values computed from them. :func:`fit` checks this bound (and integral
+  targets) and returns ``None`` where it does not hold; the caller then uses scikit-learn.
+* the sums of w x y^2 (a node's impurity, used only to stop at a pure node and at a split
+  that does not improve) may exceed 2**53 with large targets (AAIC jobs of millions of
+  iterations). Where a node's sum stays below 2**53 the computation is exact as above;
+  where it does not, scikit-learn's rounded sum depends on its row order, so the tree
+  builder bounds the difference (recursive summation, Higham's gamma_k = k u / (1 - k u))
+  and takes each of the two decisions only when its margin exceeds the bound; a decision
+  within the bound (e.g. a pure node of huge targets) makes the fit return ``None``, and the
+  caller uses scikit-learn.
 
 Checked against scikit-learn 1.9 by ``tests/test_forest_exact.py`` (random data sets: the
 predictions are identical floats). Units: targets are iteration counts; features are codes.
@@ -37,6 +45,7 @@ DEFAULT_SEED = 1  #: scikit-learn's ``rand_r`` seed when the state is 0
 EPSILON = np.finfo(np.float64).eps  #: scikit-learn's tree-builder EPSILON
 FEATURE_THRESHOLD = np.float32(1e-7)  #: scikit-learn's "constant feature" tolerance
 _EXACT = 2.0 ** 53
+_U = 2.0 ** -53  #: unit roundoff of float64
 
 
 @numba.njit(cache=True)
@@ -151,6 +160,32 @@ def _splitter_seed(seed):
 
 
 @numba.njit(cache=True)
+def _gamma(k):
+    """Higham's gamma_k = k u / (1 - k u): the relative error bound of a recursive sum of k terms."""
+    return k * _U / (1.0 - k * _U)
+
+
+@numba.njit(cache=True)
+def _sq_error(sq, rows):
+    """(my error, my error + scikit-learn's) bounds on a node's sum of w y^2 = ``sq`` over ``rows``
+    drawn rows: 0 below 2**53 (exact), else scikit-learn's recursive sum in row order (gamma_{rows+1})
+    and this module's sum over per-input sums (gamma_{2 rows + 2}), doubled for safety."""
+    if sq < _EXACT:
+        return 0.0, 0.0
+    mine = 2.0 * _gamma(2.0 * rows + 2.0) * sq
+    return mine, mine + 2.0 * _gamma(rows + 1.0) * (sq + mine)
+
+
+@numba.njit(cache=True)
+def _impurity_bound(err, sq, w, mean):
+    """Bound on |scikit-learn's - this module's| impurity sq / w - mean^2 when their sums of w y^2
+    differ by at most ``err`` (0: the same float operations on the same exact inputs)."""
+    if err == 0.0:
+        return 0.0
+    return err / w + 16.0 * _U * (abs(sq) / w + mean * mean)
+
+
+@numba.njit(cache=True)
 def _point_sums(point_of_row, y, counts, n_points):
     """Per distinct input, over one tree's bootstrap (``counts`` per row): weight W = sum of w,
     S = sum of w y, Q = sum of w y^2, C = rows with w > 0. Every term is an integer, so the sums
@@ -179,7 +214,8 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
     every f (stable partitions on each split), so a node costs time linear in its inputs; a
     node's sums (rows drawn, weight, sum w y, sum w y^2) come from its parent's split.
     ``presorted[f]``: all inputs sorted by feature f. Returns (feature, threshold, left, right,
-    value) arrays; a leaf has left == -1."""
+    value) arrays (a leaf has left == -1) and True; or empty arrays and False where a decision
+    that reads a sum of w y^2 above 2**53 lies within the rounding bound (module docstring)."""
     n_features = xs.shape[1]
     max_features = n_features  # RandomForestRegressor's default max_features=1.0
     n_pts = 0
@@ -204,9 +240,10 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
     features = np.arange(n_features)
     constant_features = np.zeros(n_features, np.int64)
     state = np.array([np.uint32(rand_state)], np.uint32)
-    # stack: (start, end, parent, is_left, n_constant_features) and (impurity, rows, w, sum, sq)
+    # stack: (start, end, parent, is_left, n_constant_features, rows) and
+    # (w, sum, sq, impurity, impurity's bound, 1.0 where sq is to be summed again from the inputs)
     st_i = np.zeros((cap, 6), np.int64)
-    st_f = np.zeros((cap, 4))
+    st_f = np.zeros((cap, 6))
     n0 = 0
     w0 = 0.0
     s0 = 0.0
@@ -218,7 +255,9 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
         s0 += S[k]
         q0 += Q[k]
     st_i[0, 0], st_i[0, 1], st_i[0, 2], st_i[0, 3], st_i[0, 4], st_i[0, 5] = 0, n_pts, -1, 0, 0, n0
-    st_f[0, 0], st_f[0, 1], st_f[0, 2], st_f[0, 3] = w0, s0, q0, np.inf
+    st_f[0, 0], st_f[0, 1], st_f[0, 2], st_f[0, 3], st_f[0, 4], st_f[0, 5] = w0, s0, q0, np.inf, 0.0, 0.0
+    empty_i = np.zeros(0, np.int64)
+    empty_f = np.zeros(0)
     top = 1
     n_nodes = 0
     first = True
@@ -227,17 +266,28 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
         start, end, parent, is_left, n_known = st_i[top, 0], st_i[top, 1], st_i[top, 2], st_i[top, 3], st_i[top, 4]
         n_node_samples = st_i[top, 5]
         w_node, sum_total, sq_total, impurity = st_f[top, 0], st_f[top, 1], st_f[top, 2], st_f[top, 3]
+        d_imp = st_f[top, 4]
+        if st_f[top, 5] > 0.0:  # the parent's sum was inexact: this node's, from its inputs
+            sq_total = 0.0
+            for q in range(start, end):
+                sq_total += Q[order[0, q]]
+        e_mine, e_node = _sq_error(sq_total, n_node_samples)
         is_leaf = n_node_samples < 2
         if first:
             m = sum_total / w_node
             impurity = sq_total / w_node - m * m
+            d_imp = _impurity_bound(e_node, sq_total, w_node, m)
             first = False
+        if not is_leaf and d_imp > 0.0 and abs(impurity - EPSILON) <= d_imp:
+            return empty_i, empty_f, empty_i, empty_i, empty_f, False
         is_leaf = is_leaf or impurity <= EPSILON
         best_pos = end
         best_feature = -2
         best_threshold = -2.0
         imp_l = 0.0
         imp_r = 0.0
+        d_l = 0.0
+        d_r = 0.0
         improvement = 0.0
         b_n = 0
         b_w = 0.0
@@ -330,6 +380,16 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
                 imp_r = sq_r / w_r - mr * mr
                 improvement = ((w_node / weighted_n_samples)
                                * (impurity - (w_r / w_node * imp_r) - (b_w / w_node * imp_l)))
+                if e_node > 0.0:  # scikit-learn's children's sums of w y^2 may differ from these
+                    e_l_mine, e_l = _sq_error(b_q, b_n)
+                    d_l = _impurity_bound(e_l, b_q, b_w, ml)
+                    d_r = _impurity_bound(1.01 * (e_node + e_l) + 2.0 * _U * abs(sq_r), sq_r, w_r, mr)
+                if d_imp > 0.0 or d_l > 0.0 or d_r > 0.0:
+                    share = w_node / weighted_n_samples
+                    d_impr = share * (d_imp + w_r / w_node * d_r + b_w / w_node * d_l
+                                      + 16.0 * _U * (abs(impurity) + abs(imp_r) + abs(imp_l) + d_imp + d_r + d_l))
+                    if abs(improvement + EPSILON) <= d_impr:
+                        return empty_i, empty_f, empty_i, empty_i, empty_f, False
             # constant-feature bookkeeping (features[:n_known] keep their order for siblings)
             for f in range(n_known):
                 features[f] = constant_features[f]
@@ -351,12 +411,14 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
             st_i[top, 0], st_i[top, 1], st_i[top, 2], st_i[top, 3], st_i[top, 4] = best_pos, end, node, 0, n_known
             st_i[top, 5] = n_node_samples - b_n
             st_f[top, 0], st_f[top, 1], st_f[top, 2], st_f[top, 3] = w_node - b_w, sum_total - b_s, sq_total - b_q, imp_r
+            st_f[top, 4], st_f[top, 5] = d_r, 1.0 if e_node > 0.0 else 0.0
             top += 1
             st_i[top, 0], st_i[top, 1], st_i[top, 2], st_i[top, 3], st_i[top, 4] = start, best_pos, node, 1, n_known
             st_i[top, 5] = b_n
             st_f[top, 0], st_f[top, 1], st_f[top, 2], st_f[top, 3] = b_w, b_s, b_q, imp_l
+            st_f[top, 4], st_f[top, 5] = d_l, 1.0 if e_node > 0.0 else 0.0
             top += 1
-    return feature[:n_nodes], threshold[:n_nodes], left[:n_nodes], right[:n_nodes], value[:n_nodes]
+    return feature[:n_nodes], threshold[:n_nodes], left[:n_nodes], right[:n_nodes], value[:n_nodes], True
 
 
 @numba.njit(cache=True)
@@ -399,18 +461,20 @@ class ExactForest:
 
 
 def exact_bound_holds(y: np.ndarray) -> bool:
-    """True if every weighted sum a fit can form is an integer below 2**53 (so exact in float64)."""
+    """True if every weighted sum of w x y a fit can form is an integer below 2**53 (so exact in
+    float64); the sums of w x y^2 are checked node by node while a tree grows."""
     y = np.asarray(y, dtype=float)
     if y.size == 0 or not np.all(np.isfinite(y)) or not np.all(y == np.rint(y)):
         return False
-    # a bootstrap's weights sum to n: sum w y^2 <= n max y^2
-    return float(y.size) * float(np.max(np.abs(y))) ** 2 < _EXACT
+    # a bootstrap's weights sum to n: sum w |y| <= n max |y|
+    return float(y.size) * float(np.max(np.abs(y))) < _EXACT
 
 
 def fit(X: np.ndarray, y: np.ndarray, n_estimators: int = 100, seed: int = 0) -> ExactForest | None:
     """The forest ``RandomForestRegressor(n_estimators, random_state=seed).fit(X, y)`` would build.
 
-    Returns None where the exactness bound (:func:`exact_bound_holds`) fails."""
+    Returns None where the exactness bound (:func:`exact_bound_holds`) fails or a decision on a sum of
+    w y^2 above 2**53 lies within its rounding bound (the module docstring)."""
     y = np.asarray(y, dtype=np.float64)
     return fit_grouped(X, np.arange(y.size), y, n_estimators, seed)
 
@@ -421,7 +485,8 @@ def fit_grouped(inputs: np.ndarray, input_of_row: np.ndarray, y: np.ndarray, n_e
     rows out: a caller that keeps its rows as indices into a short table of inputs (the online
     predictor's distinct (group, user) pairs) pays one pass over the table, not over the rows.
 
-    Returns None where the exactness bound (:func:`exact_bound_holds`) fails."""
+    Returns None where the exactness bound (:func:`exact_bound_holds`) fails or a decision on a sum of
+    w y^2 above 2**53 lies within its rounding bound (the module docstring)."""
     y = np.asarray(y, dtype=np.float64)
     if not exact_bound_holds(y):
         return None
@@ -445,7 +510,10 @@ def fit_grouped(inputs: np.ndarray, input_of_row: np.ndarray, y: np.ndarray, n_e
         counts = _bootstrap_counts(s, n)  # _generate_sample_indices, then bincount
         W, S, Q, C = _point_sums(point_of_row, y, counts, points.shape[0])
         rand_state = _splitter_seed(s)
-        parts.append(_build_tree(points, presorted, W, S, Q, C, float(n), rand_state))
+        *tree, decided = _build_tree(points, presorted, W, S, Q, C, float(n), rand_state)
+        if not decided:
+            return None
+        parts.append(tree)
     sizes = [p[0].size for p in parts]
     offsets = np.zeros(len(parts) + 1, np.int64)
     offsets[1:] = np.cumsum(sizes)

@@ -113,6 +113,10 @@ class AsrptTraceParams(LoaderParams):
         "generator over all rows read, built in one pass (single-GPU re-sharing and group choices over the whole "
         "run), the first history_jobs being the history: the sampling of the A-SRPT simulation study's "
         "reproduction (raytestbed/experiments/papers/asrpt.py)")
+    history_span: Literal["window", "all"] = Field(
+        "window", description="window: the history is the history_jobs rows before the job set; all: every trace "
+        "row before the job set (history_jobs then only sets where the set may start, as with window: the same "
+        "job-set rows), the paper's 'trained on the earlier part of the trace' (A-SRPT §V-A-1-c)")
     plan_nic_gbps: PositiveFloat | None = Field(
         None, description="plan the jobs (configurations, alpha~min, iteration counts) as on this NIC bandwidth, "
         "Gbit/s, instead of the cluster's: A-SRPT's Fig. 8 builds its jobs once on the 10 Gbps cluster and varies "
@@ -167,7 +171,8 @@ def select_rows(rows: Sequence[TraceRow], p: AsrptTraceParams, rng: np.random.Ge
 
 def select_rows_with_history(rows: Sequence[TraceRow], p: AsrptTraceParams, rng: np.random.Generator,
                              where: str) -> tuple[list[TraceRow], list[TraceRow]]:
-    """(history rows, job-set rows): the ``p.history_jobs`` rows just before the job set, then the set."""
+    """(history rows, job-set rows): the ``p.history_jobs`` rows just before the job set (``history_span:
+    all``: every row before it), then the set."""
     n = len(rows)
     h = int(p.history_jobs)
     want = n - h if p.jobs is None else p.jobs
@@ -176,14 +181,15 @@ def select_rows_with_history(rows: Sequence[TraceRow], p: AsrptTraceParams, rng:
         raise ConfigError(f"{where}.jobs: {want} jobs asked{more}, the trace has {n}")
     if p.start == "random":  # the same draw as without history; fewer history rows near the trace start
         start = int(rng.integers(0, n - want + 1))
-        return list(rows[max(0, start - h):start]), list(rows[start:start + want])
+        first = 0 if p.history_span == "all" else max(0, start - h)
+        return list(rows[first:start]), list(rows[start:start + want])
     else:
         start = int(p.start) if p.jobs is not None or h == 0 else max(int(p.start), h)
         if start + want > n:
             raise ConfigError(f"{where}.start: {start} + {want} jobs runs past the trace's {n} rows")
         if start < h:
             raise ConfigError(f"{where}.history_jobs: {h} history rows need start >= {h}, got {start}")
-    return list(rows[start - h:start]), list(rows[start:start + want])
+    return list(rows[0 if p.history_span == "all" else start - h:start]), list(rows[start:start + want])
 
 
 def _reshare(rows: list[TraceRow], share: float, rng: np.random.Generator, where: str,
@@ -298,7 +304,8 @@ def _build_joint(rows: list[TraceRow], p: AsrptTraceParams, ctx: WorkloadContext
 
     The start is drawn over all rows read by ``default_rng(seed)`` (before over-sized rows are
     dropped), the run is built as a workload of H + N jobs from that start, and the job set's
-    arrivals are shifted so its first job arrives at 0.
+    arrivals are shifted so its first job arrives at 0. ``history_span: all``: the run starts at
+    the trace's first row instead, and every row before the same job set is history.
     """
     h, n = int(p.history_jobs), p.jobs
     if n is None:
@@ -308,8 +315,10 @@ def _build_joint(rows: list[TraceRow], p: AsrptTraceParams, ctx: WorkloadContext
     start = p.start
     if start == "random":
         start = int(np.random.default_rng(ctx.seed).integers(0, len(rows) - (h + n) + 1))
+    if p.history_span == "all":
+        start, h = 0, start + h
     run = p.model_copy(update={"jobs": h + n, "start": start, "history_jobs": 0, "history_mode": "before",
-                               "offered_load": None, "arrival_scale": arrival_scale})
+                               "history_span": "window", "offered_load": None, "arrival_scale": arrival_scale})
     built = build_asrpt_jobs(rows, run, ctx)
     hist, body = list(built[:h]), list(built[h:])
     t0 = body[0].arrival_s

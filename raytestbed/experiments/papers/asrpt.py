@@ -3,9 +3,10 @@
 Cluster: ``cluster_configs/asrpt_sim_250x8.yaml`` (250 x 8 GPUs, 10 Gbps NIC, 300 GB/s NVLink).
 Jobs: the AAIC trace (all five files, 459,545 jobs) built as the paper builds its workload
 (docs/asrpt_workloads.md) — the trial ``workloads/trials/asrpt_aaic_paper.yaml``. Each point
-samples a run of history + set consecutive jobs at a seeded random start, built in one pass
-(``history_mode: joint``); the ``history_jobs`` first ones train the predictors before the run
-(the paper trains on the earlier 80 % of its trace) and every policy refits online every max(50, jobs / 10) completions. Load: arrivals
+samples a run of 20,000 + set consecutive jobs at a seeded random start (``history_mode: joint``); every
+trace row before the set (``history_span: all``, built in one pass with the set) trains the predictors
+before the run (the paper trains on the earlier 80 % of its trace), and every policy refits online every
+max(50, jobs / 10) completions. Load: arrivals
 are compressed so that the trace's average busy GPUs offer 1.0 x the cluster's GPUs
 (``offered_load``).
 
@@ -27,12 +28,14 @@ used, and the five baselines with A-SRPT's server choice, ``servers: asrpt``; it
 given under each); seeds 1-5 (each seed
 draws its own start in the trace). A claim's verdict comes from the per-seed reductions: "reproduced" only
 where it holds over the 95 % Student-t confidence interval of the mean over the seeds.
-``--quick``: 150-300 jobs per point, 300 history jobs, two points per axis, seed 1 (no verdict).
+``--quick``: 150-300 jobs per point, the 300 history jobs before the set, two points per axis, seed 1 (no
+verdict).
 
 ``--workload google`` (:data:`WORKLOADS`): the same figures on the Google 2011 trace (workload
 kind ``google``: arrivals, logical job name = group, user = user; every logical name draws its
 GPU count once, with the seed, from the AAIC job mix among counts that fit the cluster), built
-by the same recipe and sampled the same way.
+by the same recipe and sampled the same way. ``--workload aaic-window`` / ``google-window``: the same
+job sets with the predictors fitted on only the 20,000 rows before each set (``history_span: window``).
 """
 
 from __future__ import annotations
@@ -52,7 +55,9 @@ from raytestbed.traces.registry import load_workload
 
 TRIAL = TRIALS / "asrpt_aaic_paper.yaml"
 #: ``raytestbed reproduce asrpt --workload W``: the trace the job sets are drawn from (first: the paper's)
-WORKLOADS = ("aaic", "google")
+#: (``-window``: the predictors fitted on only the ``history`` rows just before each set, not on every earlier
+#: row: the setting of the project's earlier full runs, kept so that their rows in docs/results.md can be rerun)
+WORKLOADS = ("aaic", "google", "aaic-window", "google-window")
 #: the ``workload`` section of the trial for each trace other than the trial's own (aaic)
 _TRACE_WORKLOAD = {"google": {"kind": "google", "gpus_from": "aaic", "start": "random", "offered_load": 1.0,
                               "oversize": "drop"}}
@@ -87,10 +92,17 @@ def _retrain(n: int) -> int:
     return max(50, n // 10)
 
 
+def _history_span(workload: str) -> tuple[str, str]:
+    """(trace, ``history_span``) of a value of :data:`WORKLOADS`."""
+    trace, _, window = workload.partition("-")
+    return trace, "window" if window else "all"
+
+
 def _trial(quick: bool, n: int, trace: str = "aaic", **workload):
+    trace, span = _history_span(trace)
     over = {"workload": dict(_TRACE_WORKLOAD[trace])} if trace in _TRACE_WORKLOAD else {}
     over.update({"workload.jobs": n, "workload.history_jobs": _sizes(quick)["history"],
-                 "workload.history_mode": "joint"})
+                 "workload.history_mode": "joint", "workload.history_span": "window" if quick else span})
     over.update({f"workload.{k}": v for k, v in workload.items()})
     over.update({f"policy_params.{p}.retrain_every": _retrain(n) for p in POLICIES})
     return trial_with(TRIAL, over, name=f"asrpt_{trace}")
@@ -120,7 +132,7 @@ def _lines(extra: bool = False, readings: bool = False) -> list[PolicySpec]:
 
 def _sweep(name: str, trace: str, trial, axis: Axis | None, quick: bool, extra: bool = False,
            readings: bool = False) -> Sweep:
-    prefix = "asrpt" if trace == WORKLOADS[0] else f"asrpt_{trace}"
+    prefix = "asrpt" if trace == WORKLOADS[0] else f"asrpt_{trace.replace('-', '_')}"
     return Sweep(f"{prefix}_{name}", [trial], _lines(extra, readings), run_seeds(SEEDS, quick), "sim",
                  [axis] if axis else [],
                  ["total_jct_s", "avg_jct_s"], **NO_CELL_LOGS)
@@ -432,7 +444,9 @@ _TRIAL_KEYS = ("name", "seed", "cluster", "workload", "policy", "network_policy"
 
 def figures(trace: str = WORKLOADS[0]) -> list[Figure]:
     """The figures on ``trace`` (one of :data:`WORKLOADS`)."""
-    on = "" if trace == WORKLOADS[0] else f" on the {trace} trace"
+    base, span = _history_span(trace)
+    on = "" if trace == WORKLOADS[0] else f" on the {base} trace"
+    on += " (predictors fitted on the 20,000 rows before each set)" if span == "window" else ""
     return [
         Figure("asrpt", "jobs", "total JCT vs number of jobs (Fig. 6)" + on, PAPER["jobs"],
                lambda q: jobs_sweep(q, trace), _ours("jobs"), quick_note="150 and 300 jobs",
