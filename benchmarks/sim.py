@@ -4,7 +4,10 @@ Prints jobs/s of the whole run (workload generation excluded and reported
 separately) and the decision-time percentiles. Run:
 
     raytestbed bench sim [--jobs 150000] [--policy fifo] [--param KEY=VALUE ...] [--history N]
-                         [--forest exact|sklearn|both]
+                         [--forest exact|sklearn|both] [--trial TRIAL [--set KEY=VALUE ...]]
+
+``--trial``: the cluster, jobs and predictor history of a trial file instead (``--set``: dotted
+overrides, e.g. ``--set workload.jobs=75000``); ``--jobs`` and ``--history`` then do not apply.
 
 ``--forest`` picks how the A-SRPT family's random forest is fitted
 (``RandomForestPredictor.engine``): ``exact`` (default, :mod:`raytestbed.predict.forest`),
@@ -45,13 +48,16 @@ def main(argv: list[str] | None = None) -> int:
                          "(group, user, iterations) to the policy as predictor history (A-SRPT family)")
     ap.add_argument("--forest", choices=("exact", "sklearn", "both"), default="exact",
                     help="random-forest fit of the predicting policies (both: run twice and compare)")
+    ap.add_argument("--trial", help="the cluster, jobs and predictor history of this trial file (a path or a "
+                    "shipped trial's name) instead of the synthetic workload")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --trial: a dotted override of the trial (YAML value), e.g. workload.jobs=75000")
     args = ap.parse_args(argv)
-    params = {}
-    for kv in args.param:
-        k, sep, v = kv.partition("=")
-        if not sep:
-            ap.error(f"--param {kv!r}: expected KEY=VALUE")
-        params[k] = yaml.safe_load(v)
+    params = _pairs(ap, args.param, "--param")
+    if args.set and not args.trial:
+        ap.error("--set needs --trial")
+    if args.trial:
+        return _report(args, params, *_trial_jobs(args.trial, _pairs(ap, args.set, "--set"), args.seed))
 
     cluster = load_cluster(args.cluster).build()
     c0 = time.process_time()
@@ -67,8 +73,39 @@ def main(argv: list[str] | None = None) -> int:
     cpu_gen = time.process_time() - c0
     # the extra draws come from the same groups (same seed): an i.i.d. history, never simulated
     jobs, extra = jobs[: args.jobs], jobs[args.jobs:]
-    if extra:
-        params["history"] = [(j.group, j.user, j.iterations) for j in extra]
+    return _report(args, params, cluster, jobs, [(j.group, j.user, j.iterations) for j in extra], t_gen, cpu_gen)
+
+
+def _pairs(ap, items: list[str], flag: str) -> dict:
+    out = {}
+    for kv in items:
+        k, sep, v = kv.partition("=")
+        if not sep:
+            ap.error(f"{flag} {kv!r}: expected KEY=VALUE")
+        out[k] = yaml.safe_load(v)
+    return out
+
+
+def _trial_jobs(path: str, sets: dict, seed: int):
+    """(cluster, jobs, history rows, generation s wall, generation s CPU) of a trial's workload."""
+    from raytestbed.experiments.spec import trial_with
+    from raytestbed.traces.registry import load_workload
+
+    c0 = time.process_time()
+    t0 = time.perf_counter()
+    loaded = trial_with(path, sets)
+    cluster = loaded.cluster_config.build()
+    wl = loaded.trial.workload.model_dump()
+    jobs = load_workload(wl.pop("kind"), wl, cluster, seed, loaded.base_dir)
+    history = list(getattr(jobs, "predictor_history", []))
+    return cluster, list(jobs), history, time.perf_counter() - t0, time.process_time() - c0
+
+
+def _report(args, params: dict, cluster, jobs, history: list, t_gen: float, cpu_gen: float) -> int:
+    """Simulate ``jobs`` (once, or twice with ``--forest both``) and print the report; the exit status."""
+    extra = history
+    if history:
+        params["history"] = history
     runs = {}
     for engine in (("sklearn", "exact") if args.forest == "both" else (args.forest,)):
         runs[engine] = _simulate(cluster, jobs, args.policy, args.seed, params, engine)
@@ -78,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     fin = sum(1 for r in res.records if r.finish_s == r.finish_s)
     print(f"cluster        {cluster.name}: {cluster.num_servers} servers, {cluster.total_gpus} GPUs")
     shown = {k: v for k, v in params.items() if k != "history"}
-    print(f"policy         {args.policy} {shown}" + (f" history={len(extra)} jobs" if extra else ""))
+    print(f"policy         {args.policy} {shown}" + (f" history={len(extra):,} jobs" if extra else ""))
     print(f"policy init    {t_fit:.2f} s (predictor fit on the history, if any)")
     print(f"jobs           {len(jobs)} generated in {t_gen:.2f} s, {fin} finished")
     print(f"events         {res.events}")

@@ -285,6 +285,22 @@ def test_history_rows_reach_the_predicting_policies(data_root):
         assert pol.predictor.predict(probe) > 0  # a seen group is no longer predicted 0
 
 
+def test_bench_sim_runs_a_trials_jobs_with_both_forests(data_root, tmp_path, capsys):
+    """``raytestbed bench sim --trial``: a trial's jobs and its whole earlier trace as history, simulated with
+    scikit-learn's forest and the exact one; the per-job results agree."""
+    from benchmarks import sim
+
+    trial = tmp_path / "t.yaml"
+    trial.write_text("cluster: {name: t, servers: [{count: 4, gpus: 4}], nic_gbps: 10, intra_gbytes_per_s: 300}\n"
+                     "workload: {kind: aaic, jobs: 10, start: 25, history_jobs: 5}\n", encoding="utf-8")
+    rc = sim.main(["--trial", str(trial), "--set", "workload.history_span=all", "--policy", "asrpt",
+                   "--param", "retrain_every=3", "--forest", "both"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "history=25 jobs" in out and "per-job results identical" in out
+    with pytest.raises(SystemExit):
+        sim.main(["--set", "workload.jobs=5"])  # --set without --trial
+
+
 @pytest.mark.slow  # a long end-to-end run: `make test-slow`
 def test_testbed_script_with_history_and_trace_choice(data_root, tmp_path):
     from benchmarks import asrpt_testbed as mod
