@@ -167,9 +167,10 @@ def _gamma(k):
 
 @numba.njit(cache=True)
 def _sq_error(sq, rows):
-    """(my error, my error + scikit-learn's) bounds on a node's sum of w y^2 = ``sq`` over ``rows``
-    drawn rows: 0 below 2**53 (exact), else scikit-learn's recursive sum in row order (gamma_{rows+1})
-    and this module's sum over per-input sums (gamma_{2 rows + 2}), doubled for safety."""
+    """Bounds on a node's sum of w y^2 = ``sq`` over ``rows`` drawn rows: (this module's error, its error
+    plus scikit-learn's, i.e. a bound on the two sums' difference). 0 below 2**53 (exact), else this
+    module's sum over per-input sums (gamma_{2 rows + 2}) and scikit-learn's recursive sum in row order
+    (gamma_{rows + 1}), each doubled for safety."""
     if sq < _EXACT:
         return 0.0, 0.0
     mine = 2.0 * _gamma(2.0 * rows + 2.0) * sq
@@ -271,7 +272,7 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
             sq_total = 0.0
             for q in range(start, end):
                 sq_total += Q[order[0, q]]
-        e_mine, e_node = _sq_error(sq_total, n_node_samples)
+        e_node = _sq_error(sq_total, n_node_samples)[1]
         is_leaf = n_node_samples < 2
         if first:
             m = sum_total / w_node
@@ -381,7 +382,7 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
                 improvement = ((w_node / weighted_n_samples)
                                * (impurity - (w_r / w_node * imp_r) - (b_w / w_node * imp_l)))
                 if e_node > 0.0:  # scikit-learn's children's sums of w y^2 may differ from these
-                    e_l_mine, e_l = _sq_error(b_q, b_n)
+                    e_l = _sq_error(b_q, b_n)[1]
                     d_l = _impurity_bound(e_l, b_q, b_w, ml)
                     d_r = _impurity_bound(1.01 * (e_node + e_l) + 2.0 * _U * abs(sq_r), sq_r, w_r, mr)
                 if d_imp > 0.0 or d_l > 0.0 or d_r > 0.0:
