@@ -62,9 +62,9 @@ def _homogeneous(cell) -> str:
 
 
 def _asrpt_cells(sweep, row: str, trace: str = "aaic"):
-    """The full-mode cells of an A-SRPT figure on the workload its row's command names (``--workload
-    aaic-window``: a row run with the predictors fitted on the 20,000 rows before each set)."""
-    named = re.search(r"--workload ([a-z-]+)", row)
+    """The full-mode cells of an A-SRPT figure on the workload its row's command (the last column) names
+    (``--workload aaic-window``: a row run with the predictors fitted on the 20,000 rows before each set)."""
+    named = re.search(r"--workload ([a-z-]+)", row.rstrip(" |").rsplit(" | ", 1)[-1])
     return _cells(lambda quick: sweep(quick, named.group(1) if named else trace))
 
 
