@@ -114,6 +114,23 @@ def test_workload_choice_changes_every_sweep_figure(paper, workload, field, valu
             assert node == value
 
 
+@pytest.mark.parametrize("workload, kind, span", [(None, "aaic", "all"), ("google", "google", "all"),
+                                                  ("aaic-window", "aaic", "window"),
+                                                  ("google-window", "google", "window")])
+def test_asrpt_full_runs_fit_on_every_earlier_row_unless_a_window_is_named(workload, kind, span):
+    """A full A-SRPT figure fits the predictors on every trace row before the set (the paper's setting);
+    ``--workload aaic-window`` / ``google-window`` on the 20,000 rows before it; ``--quick`` on 300."""
+    from raytestbed.experiments.papers import figures
+
+    for f in figures("asrpt", workload):
+        if f.sweep is None:
+            continue
+        for quick, want in ((False, span), (True, "window")):
+            wl = f.sweep(quick).cells()[0].data["workload"]
+            assert (wl.get("kind", "aaic"), wl["history_span"]) == (kind, want), (f.id, quick)
+            assert wl["history_jobs"] == (300 if quick else 20_000)
+
+
 def test_bad_workload_choice_is_a_one_line_error(tmp_path, capsys):
     assert main(["reproduce", "gadget", "--workload", "borg", "--quick", "--out", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err.strip()
