@@ -103,7 +103,6 @@ def _trial_jobs(path: str, sets: dict, seed: int):
 
 def _report(args, params: dict, cluster, jobs, history: list, t_gen: float, cpu_gen: float) -> int:
     """Simulate ``jobs`` (once, or twice with ``--forest both``) and print the report; the exit status."""
-    extra = history
     if history:
         params["history"] = history
     runs = {}
@@ -115,7 +114,7 @@ def _report(args, params: dict, cluster, jobs, history: list, t_gen: float, cpu_
     fin = sum(1 for r in res.records if r.finish_s == r.finish_s)
     print(f"cluster        {cluster.name}: {cluster.num_servers} servers, {cluster.total_gpus} GPUs")
     shown = {k: v for k, v in params.items() if k != "history"}
-    print(f"policy         {args.policy} {shown}" + (f" history={len(extra):,} jobs" if extra else ""))
+    print(f"policy         {args.policy} {shown}" + (f" history={len(history):,} jobs" if history else ""))
     print(f"policy init    {t_fit:.2f} s (predictor fit on the history, if any)")
     print(f"jobs           {len(jobs)} generated in {t_gen:.2f} s, {fin} finished")
     print(f"events         {res.events}")
