@@ -338,8 +338,8 @@ def run_into(
         rows = [kept.get(int(r["job_id"]), r) for r in rows]
         intervals = _journaled_intervals(intervals, previous)
     write_csv(folder / "jobs.csv", rows, columns)
-    pd.DataFrame(intervals, columns=["job_id", "start_s", "end_s", "gpus"]).to_csv(
-        folder / "gpu_intervals.csv", index=False)
+    busy = pd.DataFrame(intervals, columns=["job_id", "start_s", "end_s", "gpus"])
+    busy.to_csv(folder / "gpu_intervals.csv", index=False)
     meta: dict[str, Any] = dict(
         policy=pair.placement, network_policy=pair.network, backend=spec.name, timing=trial.timing.mode,
         events=res.events, wall_s=time.perf_counter() - t0, seed=seed, trial=trial.name,
@@ -357,7 +357,7 @@ def run_into(
     meta.update(utility_summary(jobs, res.iterations_done, finished))
     if previous is not None:
         meta["resumed"], meta["note"] = finished_journal.resume_note(len(jobs), deterministic=res.deterministic)
-    summary = summarize(rows, res.decision_times_s, cluster.total_gpus, **meta)
+    summary = summarize(rows, res.decision_times_s, cluster.total_gpus, intervals=busy, **meta)
     typed = res.type_gpu_seconds
     if len(cluster.gpu_types) > 1 and typed and previous is None and summary["makespan_s"] > 0:
         n = cluster.gpus_by_type()

@@ -25,6 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from raytestbed.results.queueing import queue_gpus_free
+
 JOB_COLUMNS = [
     "job_id", "status", "arrival_s", "first_start_s", "finish_s", "jct_s", "queue_s",
     "gpus", "servers", "iterations", "predicted_iterations", "iteration_time_s",
@@ -52,7 +54,8 @@ def coflow_shape(job: Any) -> tuple[Any, Any, str]:
 SUMMARY_KEYS = [
     "policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished",
     "total_jct_s", "avg_jct_s", "median_jct_s", "makespan_s", "gpu_utilisation",
-    "total_utility", "coflows", "avg_cct_s", "p95_cct_s", "total_lower_bound_s", "ratio_to_lb",
+    "total_queue_s", "queue_gpus_free_s", "total_utility", "coflows", "avg_cct_s", "p95_cct_s",
+    "total_lower_bound_s", "ratio_to_lb",
     "decision_time_p50_s", "decision_time_p99_s", "decision_calls", "events", "wall_s", "seed",
     "note",  # a resumed run only: "resumed: ..." or "resumed, not comparable: ..." (docs/trials.md, "Resume")
 ]
@@ -104,9 +107,15 @@ def summarize(
     rows: Sequence[dict[str, Any]],
     decision_times_s: np.ndarray,
     total_gpus: int,
+    intervals: pd.DataFrame | None = None,
     **meta: Any,
 ) -> dict[str, Any]:
-    """The summary of one trial; ``meta`` supplies policy, backend, timing, events, wall_s, seed..."""
+    """The summary of one trial; ``meta`` supplies policy, backend, timing, events, wall_s, seed...
+
+    ``total_queue_s``: the started jobs' summed queueing delay (arrival to first start, s);
+    ``queue_gpus_free_s``: the part of it during which the cluster had at least the waiting job's GPU
+    count free, from the busy-GPU ``intervals`` (job_id, start_s, end_s, gpus; see
+    :mod:`raytestbed.results.queueing`), present when they are given."""
     df = pd.DataFrame(rows, columns=JOB_COLUMNS)
     fin = df[df["status"] == "finished"]
     jct = fin["jct_s"].astype(float)
@@ -124,6 +133,7 @@ def summarize(
         "median_jct_s": float(jct.median()) if len(fin) else math.nan,
         "makespan_s": makespan,
         "gpu_utilisation": util,
+        "total_queue_s": float(pd.to_numeric(df["queue_s"], errors="coerce").sum()),
         "decision_time_p50_s": float(np.percentile(dt, 50)) if dt.size else 0.0,
         "decision_time_p99_s": float(np.percentile(dt, 99)) if dt.size else 0.0,
         "decision_calls": int(dt.size),
@@ -134,6 +144,8 @@ def summarize(
         out["total_lower_bound_s"] = float(lb[fin.index].sum())
         if out["total_lower_bound_s"] > 0:
             out["ratio_to_lb"] = out["total_jct_s"] / out["total_lower_bound_s"]
+    if intervals is not None:
+        out["queue_gpus_free_s"] = float(queue_gpus_free(df, intervals, total_gpus).sum())
     out["total_gpus"] = total_gpus
     out.update(meta)
     ordered = {k: out[k] for k in SUMMARY_KEYS if k in out}
