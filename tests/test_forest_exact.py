@@ -71,6 +71,26 @@ def test_an_undecidable_pure_node_falls_back_to_sklearn():
     ref = RandomForestRegressor(n_estimators=5, random_state=2, n_jobs=1).fit(X, np.asarray(iters, float))
     want = np.maximum(0, np.rint(ref.predict(np.c_[np.arange(40.0), np.zeros(40)]))).astype(int)
     assert list(p.predict([str(g) for g in range(40)], ["u"] * 40)) == list(want)
+    assert p.sklearn_fits == 1  # counted, for summary.json's predictor_fits_sklearn
+    assert RandomForestPredictor(seed=2, n_estimators=5).fit(groups[:3000], users[:3000], [1000 + i % 7 for i in range(3000)]).sklearn_fits == 0
+
+
+def test_a_run_summary_counts_the_predictor_fits():
+    """A-SRPT and an ordering baseline report their predictor's fits and how many scikit-learn made."""
+    from conftest import small_cluster
+    from raytestbed.schedulers.base import make_policy
+    from raytestbed.sim.engine import Simulator
+    from test_asrpt import plain
+
+    jobs = [plain(i, float(i), 1, 10 + i % 3, group=f"g{i % 2}") for i in range(6)]
+    history = [["g0", "u", 10], ["g1", "u", 11]]
+    for name in ("asrpt", "wcs-duration"):
+        pol = make_policy(name, predictor="rf", retrain_every=2, history=history)
+        Simulator(small_cluster(servers=1, gpus=2), jobs, pol).run()
+        stats = pol.run_stats()
+        assert stats["predictor_fits"] == 1 + 3, name  # the history, then after every 2 of 6 completions
+        assert stats["predictor_fits_sklearn"] == 0, name
+    assert "predictor_fits" not in make_policy("wcs-subtime").run_stats()  # predicts nothing
 
 
 def test_bound_rejects_what_would_not_be_exact():

@@ -130,6 +130,7 @@ class RandomForestPredictor(IterationPredictor):
         self._cache: dict[tuple, int] = {}
         self._asked = 0  #: keys predicted one call at a time since the last fit (exact forest)
         self.batch_fits = 0  #: fits after which every known key was predicted at once
+        self.sklearn_fits = 0  #: fits made by scikit-learn (engine "sklearn", extra features, or the exact bound declined)
 
     #: the exact forest predicts every known key at a refit when they number at most this many times
     #: the keys asked one by one since the previous fit: one call costs about ten rows of a batch
@@ -209,6 +210,7 @@ class RandomForestPredictor(IterationPredictor):
                 return
         from sklearn.ensemble import RandomForestRegressor  # seconds to import: only where it fits
 
+        self.sklearn_fits += 1
         X = inputs if input_of_row is None else inputs[input_of_row]
         self._model = RandomForestRegressor(n_estimators=self.n_estimators, criterion="squared_error",
                                             random_state=self.seed, n_jobs=self.n_jobs)
@@ -436,6 +438,18 @@ class OnlinePredictor:
             raise ConfigError(f"{where}.retrain_every_s: must be > 0, got {retrain_every_s!r}")
         return cls(kind, None if retrain_every is None else int(retrain_every), seed,
                    [(str(g), str(u), int(n)) for g, u, n in history], float(retrain_every_s))
+
+    def stats(self) -> dict[str, int]:
+        """For a run's ``summary.json``: ``predictor_fits`` (fits made, the history's included) and, for
+        the random forest, ``predictor_fits_sklearn``: how many of them scikit-learn made, where the
+        exact forest declined (:mod:`raytestbed.predict.forest`; the predictions are the same). Nothing for
+        ``perfect``, which reads the truth and never fits."""
+        if self.model.needs_truth:
+            return {}
+        out = {"predictor_fits": self.fits}
+        if isinstance(self.model, RandomForestPredictor):
+            out["predictor_fits_sklearn"] = self.model.sklearn_fits
+        return out
 
     def _add(self, group: str, user: str, iterations: int) -> None:
         self._rows.add(group, user, iterations)

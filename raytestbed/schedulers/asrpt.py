@@ -292,9 +292,10 @@ class AsrptPolicy(Policy):
         """Statistics of the run for ``summary.json``: of the comm-heavy jobs reaching the queue's head
         (Algorithm 1 L8), those started at once because their placement is within the COMM_HEAVY bound
         (L12-L13), those started at once on a worse one because their delay window tau x p_virt is 0
-        (e.g. predicted 0 iterations), and those that entered a window (L16-L20)."""
+        (e.g. predicted 0 iterations), and those that entered a window (L16-L20); and the predictor's
+        fits (:meth:`OnlinePredictor.stats`)."""
         return {"asrpt_heavy_within_bound": self.heavy_within_bound, "asrpt_heavy_no_window": self.heavy_no_window,
-                "asrpt_delayed": self.delayed}
+                "asrpt_delayed": self.delayed, **self.predictor.stats()}
 
     # ----------------------------------------------------------------- events
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:

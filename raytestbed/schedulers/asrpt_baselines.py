@@ -123,6 +123,11 @@ class PredictedQueuePolicy(Policy):
         """The sort key of a job (smaller starts first)."""
         raise NotImplementedError
 
+    def run_stats(self) -> dict[str, int]:
+        """For ``summary.json``: the predictor's fits (:meth:`OnlinePredictor.stats`), where the order
+        uses predictions."""
+        return self.predictor.stats() if self.uses_prediction else {}
+
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
         if self._est is None:
             self._est = AsrptEstimator(view.cluster, self.seed)
