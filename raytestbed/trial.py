@@ -330,6 +330,14 @@ def run_into(
     columns = list(JOB_COLUMNS) + res.job_columns
     for r in rows:
         r.update(res.job_extra.get(int(r["job_id"]), {}))
+    job_stats = getattr(policy, "job_stats", None)
+    if callable(job_stats):  # a policy's own per-job columns (e.g. A-SRPT's release from its virtual instance)
+        stat_columns, per_job = job_stats()
+        columns += [c for c in stat_columns if c not in columns]
+        for r in rows:
+            own = per_job.get(int(r["job_id"]), {})
+            for c in stat_columns:
+                r.setdefault(c, own.get(c, ""))
     for name, (file_columns, file_rows) in res.files.items():
         write_csv(folder / name, file_rows, file_columns)
     intervals = list(res.busy_gpu_intervals)

@@ -110,6 +110,11 @@ def test_asrpt_perfect_follows_hand_computed_srpt_order():
     rec = run(pol, jobs, c)
     assert pol.order == [1, 2, 0, 3]
     assert [rec[j].first_start_s for j in range(4)] == pytest.approx([13.0, 3.0, 4.0, 23.0])
+    # each left Ã1 when it started (the cluster had room): the whole wait is the gate's
+    cols, stats = pol.job_stats()
+    assert cols == ("asrpt_released_s", "asrpt_window_s")
+    assert [stats[j]["asrpt_released_s"] for j in range(4)] == pytest.approx([13.0, 3.0, 4.0, 23.0])
+    assert not any("asrpt_window_s" in stats[j] for j in range(4))
     assert [rec[j].finish_s for j in range(4)] == pytest.approx([23.0, 7.0, 8.0, 43.0])
     assert sum(rec[j].finish_s - jobs[j].arrival_s for j in range(4)) == pytest.approx(75.0)
 
@@ -150,6 +155,9 @@ def test_delay_window_waits_for_a_better_placement():
     assert pol.delayed == 1
     assert rec[2].first_start_s == pytest.approx(f0_end)  # first moment one server is free
     assert rec[2].servers == 1
+    stats = pol.job_stats()[1][2]  # J left Ã1 and entered its window at once, then waited there
+    assert stats["asrpt_released_s"] == pytest.approx(stats["asrpt_window_s"])
+    assert stats["asrpt_window_s"] < rec[2].first_start_s
 
 
 def test_delay_window_expires_and_starts_split():

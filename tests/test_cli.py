@@ -15,6 +15,21 @@ REQUIRED = ["policy", "backend", "jobs", "total_jct_s", "avg_jct_s", "makespan_s
             "decision_time_p50_s", "decision_time_p99_s", "wall_s"]
 
 
+def test_asrpt_run_splits_its_queueing_in_jobs_csv(tmp_path):
+    """A-SRPT's own columns: when each job left its virtual instance (between arrival and start; with
+    no history every job is predicted 0 and leaves at once); the summary's queueing with GPUs free is
+    part of its queueing."""
+    out = tmp_path / "r"
+    assert main(["run", str(DEMO), "--backend", "sim", "--policy", "asrpt", "--out", str(out), "--quiet"]) == 0
+    jobs = pd.read_csv(out / "jobs.csv")
+    assert jobs["asrpt_released_s"].notna().all()
+    assert (jobs["asrpt_released_s"] >= jobs["arrival_s"] - 1e-9).all()
+    assert (jobs["asrpt_released_s"] <= jobs["first_start_s"] + 1e-9).all()
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_queue_s"] == pytest.approx(jobs["queue_s"].sum())
+    assert 0.0 <= summary["queue_gpus_free_s"] <= summary["total_queue_s"]
+
+
 def test_run_writes_results_folder(tmp_path):
     out = tmp_path / "r"
     assert main(["run", str(DEMO), "--backend", "sim", "--out", str(out), "--quiet"]) == 0

@@ -287,6 +287,8 @@ class AsrptPolicy(Policy):
         self.delayed = 0  #: jobs that entered a delay window
         self.heavy_within_bound = 0  #: comm-heavy jobs started at once: their placement within COMM_HEAVY x alpha~min
         self.heavy_no_window = 0  #: comm-heavy jobs started at once on a worse placement: window tau p_virt = 0
+        self.released_s: dict[int, float] = {}  #: job id -> when it left Ã1 for pending_queue (L2), s
+        self.window_s: dict[int, float] = {}  #: job id -> when it entered a delay window (L16), s
 
     def run_stats(self) -> dict[str, int]:
         """Statistics of the run for ``summary.json``: of the comm-heavy jobs reaching the queue's head
@@ -296,6 +298,19 @@ class AsrptPolicy(Policy):
         fits (:meth:`OnlinePredictor.stats`)."""
         return {"asrpt_heavy_within_bound": self.heavy_within_bound, "asrpt_heavy_no_window": self.heavy_no_window,
                 "asrpt_delayed": self.delayed, **self.predictor.stats()}
+
+    #: per-job columns of ``jobs.csv`` (:meth:`job_stats`)
+    JOB_STAT_COLUMNS = ("asrpt_released_s", "asrpt_window_s")
+
+    def job_stats(self) -> tuple[tuple[str, ...], dict[int, dict[str, float]]]:
+        """Per job, for ``jobs.csv``: ``asrpt_released_s``, when it completed in the virtual instance Ã1
+        and joined ``pending_queue`` (Alg. 1 L2; seconds), and ``asrpt_window_s``, when it entered a
+        delay window (L16; empty if it never did). A job's queueing splits into the gate (arrival to
+        release) and the real queue (release to start), of which a window's wait is the last part."""
+        out = {jid: {"asrpt_released_s": t} for jid, t in self.released_s.items()}
+        for jid, t in self.window_s.items():
+            out.setdefault(jid, {})["asrpt_window_s"] = t
+        return self.JOB_STAT_COLUMNS, out
 
     # ----------------------------------------------------------------- events
     def on_event(self, event: Event, view: ClusterView) -> list[Decision]:
@@ -335,7 +350,13 @@ class AsrptPolicy(Policy):
                         job.gpus / self._G * n_pred * a_min, a_min_model)
         self._info[job.job_id] = info
         self._jobs[job.job_id] = job
-        self._queue.extend(self._virt.add(job.job_id, info.p_virt, t))
+        self._release(self._virt.add(job.job_id, info.p_virt, t), t)
+
+    def _release(self, job_ids: list[int], t: float) -> None:
+        """Jobs that completed in Ã1 join the real queue ``pending_queue`` at time ``t`` (Alg. 1 L2)."""
+        self._queue.extend(job_ids)
+        for jid in job_ids:
+            self.released_s.setdefault(jid, t)
 
     # --------------------------------------------------------------- schedule
     def _start(self, job: Job, pool: FreePool, selection) -> StartJob:
@@ -369,7 +390,7 @@ class AsrptPolicy(Policy):
         q = self._queue
         done = self._virt.advance(now)
         if done:
-            q.extend(done)
+            self._release(done, now)
         pending = view.pending
         if self._wait is None and not self._parked and (not q or pending[q[0]].gpus > view.total_free):
             return self._pending_wakes(now)  # nothing waits and the head does not fit (L5): no pool to plan
@@ -408,6 +429,7 @@ class AsrptPolicy(Policy):
                     out.append(self._start(job, pool, sel))
                     continue
                 self.delayed += 1
+                self.window_s.setdefault(jid, now)
                 w = _Wait(jid, alpha, now + window)
                 self._wake(w.deadline)
                 if self.delay_mode == "blocking":
