@@ -25,8 +25,8 @@ from raytestbed.results.tables import md_table  # noqa: E402
 from raytestbed.results.writer import policy_folder  # noqa: E402
 
 SUMMARY_ROWS = ["policy", "network_policy", "backend", "timing", "jobs", "finished", "unfinished", "total_jct_s", "avg_jct_s",
-                "median_jct_s", "makespan_s", "gpu_utilisation", "total_utility", "avg_cct_s", "p95_cct_s",
-                "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
+                "median_jct_s", "makespan_s", "gpu_utilisation", "total_queue_s", "queue_gpus_free_s", "total_utility",
+                "avg_cct_s", "p95_cct_s", "ratio_to_lb", "decision_time_p50_s", "decision_time_p99_s", "wall_s", "seed"]
 
 
 def _jct_cdf(ax, jobs: pd.DataFrame, label: str) -> None:
