@@ -167,14 +167,14 @@ def _gamma(k):
 
 @numba.njit(cache=True)
 def _sq_error(sq, rows):
-    """Bounds on a node's sum of w y^2 = ``sq`` over ``rows`` drawn rows: (this module's error, its error
-    plus scikit-learn's, i.e. a bound on the two sums' difference). 0 below 2**53 (exact), else this
-    module's sum over per-input sums (gamma_{2 rows + 2}) and scikit-learn's recursive sum in row order
-    (gamma_{rows + 1}), each doubled for safety."""
+    """Bound on the difference between this module's and scikit-learn's sum of w y^2 = ``sq`` over
+    ``rows`` drawn rows: 0 below 2**53 (both exact), else this module's error over per-input sums
+    (gamma_{2 rows + 2}) plus scikit-learn's recursive sum in row order (gamma_{rows + 1}), each doubled
+    for safety."""
     if sq < _EXACT:
-        return 0.0, 0.0
+        return 0.0
     mine = 2.0 * _gamma(2.0 * rows + 2.0) * sq
-    return mine, mine + 2.0 * _gamma(rows + 1.0) * (sq + mine)
+    return mine + 2.0 * _gamma(rows + 1.0) * (sq + mine)
 
 
 @numba.njit(cache=True)
@@ -272,7 +272,7 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
             sq_total = 0.0
             for q in range(start, end):
                 sq_total += Q[order[0, q]]
-        e_node = _sq_error(sq_total, n_node_samples)[1]
+        e_node = _sq_error(sq_total, n_node_samples)
         is_leaf = n_node_samples < 2
         if first:
             m = sum_total / w_node
@@ -382,7 +382,7 @@ def _build_tree(xs, presorted, W, S, Q, C, weighted_n_samples, rand_state):
                 improvement = ((w_node / weighted_n_samples)
                                * (impurity - (w_r / w_node * imp_r) - (b_w / w_node * imp_l)))
                 if e_node > 0.0:  # scikit-learn's children's sums of w y^2 may differ from these
-                    e_l = _sq_error(b_q, b_n)[1]
+                    e_l = _sq_error(b_q, b_n)
                     d_l = _impurity_bound(e_l, b_q, b_w, ml)
                     d_r = _impurity_bound(1.01 * (e_node + e_l) + 2.0 * _U * abs(sq_r), sq_r, w_r, mr)
                 if d_imp > 0.0 or d_l > 0.0 or d_r > 0.0:

@@ -17,7 +17,8 @@ import pandas as pd
 
 
 def free_gpu_steps(intervals: pd.DataFrame, total_gpus: int) -> tuple[np.ndarray, np.ndarray]:
-    """The cluster's free GPUs as a step function: times (s) and the free count from each time on.
+    """The cluster's free GPUs as a step function: times (s) and the free count from each time on
+    (also the busy-GPU plot of a run's report, :func:`raytestbed.results.report.utilisation_series`).
 
     At one instant every release counts before every start, and only the count after the last
     change of that instant is kept."""
@@ -46,13 +47,17 @@ def queue_gpus_free(jobs: pd.DataFrame, intervals: pd.DataFrame, total_gpus: int
         ok = free >= g
         # seconds with at least g free from the first change t[0] to each later change
         seconds_ok = np.concatenate([[0.0], np.cumsum(np.where(ok[:-1], np.diff(t), 0.0))])
-
-        def ok_seconds_until(x: np.ndarray, g: float = g, ok: np.ndarray = ok, seconds_ok: np.ndarray = seconds_ok):
-            """Seconds with at least g free from t[0] to x; negative before t[0] (all GPUs free then)."""
-            i = np.searchsorted(t, x, side="right") - 1
-            j = np.maximum(i, 0)
-            return np.where(i >= 0, seconds_ok[j] + ok[j] * (x - t[j]), (g <= total_gpus) * (x - t[0]))
-
         rows = started & (need == g)
-        out[rows] = ok_seconds_until(start[rows]) - ok_seconds_until(arrival[rows])
+        before_ok = g <= total_gpus  # before t[0] every GPU is free
+        out[rows] = (_seconds_ok_until(start[rows], t, ok, seconds_ok, before_ok)
+                     - _seconds_ok_until(arrival[rows], t, ok, seconds_ok, before_ok))
     return out
+
+
+def _seconds_ok_until(x: np.ndarray, t: np.ndarray, ok: np.ndarray, seconds_ok: np.ndarray,
+                      before_ok: bool) -> np.ndarray:
+    """Seconds from t[0] to each x during which ``ok`` held (a step function changing at ``t``, with
+    ``seconds_ok`` its running total at each change); negative before t[0], where ``before_ok`` holds."""
+    i = np.searchsorted(t, x, side="right") - 1
+    j = np.maximum(i, 0)
+    return np.where(i >= 0, seconds_ok[j] + ok[j] * (x - t[j]), before_ok * (x - t[0]))

@@ -20,6 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from raytestbed.results.queueing import free_gpu_steps
 from raytestbed.results.ranking import rank_labels, summary_line
 from raytestbed.results.tables import md_table  # noqa: E402
 from raytestbed.results.writer import policy_folder  # noqa: E402
@@ -39,11 +40,10 @@ def utilisation_series(intervals: pd.DataFrame, total_gpus: int, points: int = 4
     """Busy-GPU fraction over time from (start_s, end_s, gpus) intervals."""
     if intervals.empty:
         return np.array([0.0]), np.array([0.0])
-    t_end = float(intervals["end_s"].max())
-    ts = np.linspace(0.0, t_end, points)
-    busy = np.zeros_like(ts)
-    for s, e, g in intervals[["start_s", "end_s", "gpus"]].itertuples(index=False):
-        busy[(ts >= s) & (ts < e)] += g
+    ts = np.linspace(0.0, float(intervals["end_s"].max()), points)
+    t, free = free_gpu_steps(intervals, total_gpus)  # an interval [start, end) holds its GPUs
+    i = np.searchsorted(t, ts, side="right") - 1
+    busy = np.where(i >= 0, total_gpus - free[np.maximum(i, 0)], 0.0)
     return ts, busy / max(total_gpus, 1)
 
 
